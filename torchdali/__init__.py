@@ -1,0 +1,16 @@
+"""torchdali: NVIDIA DALI's pipeline programming model, native to PyTorch.
+
+`import torchdali as dali` and write DALI code: `pipeline_def`, `Pipeline`, `fn`,
+`ops`, `types`, `math`."""
+from . import types
+from . import fn
+from . import ops
+from . import math
+from . import tensor_list as tensors
+from .graph import DataNode
+from .pipeline import Pipeline, pipeline_def, do_not_convert
+
+__version__ = "0.1.0"
+
+__all__ = ["types", "fn", "ops", "math", "tensors", "DataNode", "Pipeline", "pipeline_def",
+           "do_not_convert"]

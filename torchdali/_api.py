@@ -1,0 +1,54 @@
+"""Builds the `fn` functions and the `ops` classes from the operator registry, so
+each operator is declared once and appears under both APIs."""
+import types as _pytypes
+
+from . import schema as _schema
+from .graph import call_operator
+
+
+def make_fn(op_schema):
+    def op(*inputs, **kwargs):
+        return call_operator(op_schema.name, inputs, kwargs)
+    op.__name__ = op.__qualname__ = op_schema.fn_name
+    op.__doc__ = op_schema.docstring()
+    return op
+
+
+def make_ops_class(op_schema, class_name):
+    """A DALI-style operator class: arguments at construction, inputs at call."""
+    def __init__(self, **kwargs):
+        constants = {k: v for k, v in kwargs.items() if not hasattr(v, "source")}
+        op_schema.check_args(constants, arg_inputs=[k for k in kwargs if k not in constants])
+        self._kwargs = kwargs
+
+    def __call__(self, *inputs, **kwargs):
+        return call_operator(op_schema.name, inputs, {**self._kwargs, **kwargs})
+
+    cls = type(class_name, (), {"__init__": __init__, "__call__": __call__,
+                                "__doc__": op_schema.docstring(), "schema": op_schema})
+    cls.__qualname__ = class_name
+    return cls
+
+
+def _submodule(root, path, module_name):
+    mod = root
+    for part in path:
+        child = getattr(mod, part, None)
+        if child is None:
+            child = _pytypes.ModuleType(f"{mod.__name__}.{part}")
+            setattr(mod, part, child)
+        mod = child
+    return mod
+
+
+def populate(fn_module, ops_module):
+    """Fill `fn_module` and `ops_module` with every public registered operator."""
+    for op_schema in _schema.all_schemas().values():
+        if op_schema.internal:
+            continue
+        target = _submodule(fn_module, op_schema.module_path, fn_module.__name__)
+        setattr(target, op_schema.fn_name, make_fn(op_schema))
+        for class_path in op_schema.class_names:
+            *path, cls_name = class_path.split(".")
+            setattr(_submodule(ops_module, path, ops_module.__name__), cls_name,
+                    make_ops_class(op_schema, cls_name))

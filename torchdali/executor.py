@@ -1,0 +1,325 @@
+"""Runs a built graph batch by batch.
+
+The CPU stage of an iteration runs its operators in order (operators spread their
+samples over the pipeline's `num_threads` threads); the mixed and GPU stages run on
+the pipeline's own CUDA stream. With `exec_pipelined` and `exec_async`, a CPU thread
+and a GPU thread work ahead of the caller, up to `prefetch_queue_depth` iterations,
+so the CPU stage of the next batches overlaps the GPU stage of the current one.
+"""
+import collections
+import concurrent.futures
+import queue
+import threading
+
+import numpy as np
+import torch
+
+from .graph import topological_order
+from .operators.base import Args, OpSpec, RunContext
+from .tensor_list import TensorList
+
+_STAGE_RANK = {"cpu": 0, "mixed": 1, "gpu": 2}
+
+
+class _Step:
+    """One operator instance of the built graph and where its data comes from."""
+
+    def __init__(self, node, impl):
+        self.node = node
+        self.impl = impl
+        self.inputs = [(x.source.id, x.index) for x in node.inputs]
+        self.arg_inputs = {k: (x.source.id, x.index) for k, x in node.arg_inputs.items()}
+
+
+class _Iteration:
+    """Everything one iteration carries from stage to stage."""
+
+    def __init__(self, index, ctx):
+        self.index = index
+        self.ctx = ctx
+        self.data = {}
+        self.state = {}  # operator states before this iteration ran (checkpoints)
+        self.event = None
+        self.outputs = None
+
+
+def derive_seed(pipeline_seed, op_index):
+    """The seed of the op_index-th operator of a pipeline seeded with pipeline_seed."""
+    return int(np.random.SeedSequence([pipeline_seed, op_index]).generate_state(1)[0])
+
+
+class Executor:
+    """Plans the graph once at build time, then executes iterations."""
+
+    def __init__(self, pipe, outputs, sinks):
+        self.pipe = pipe
+        self.outputs = [(x.source.id, x.index) for x in outputs]
+        order = topological_order(outputs, sinks)
+        # Stable sort: every edge goes from an earlier or equal stage, so order holds.
+        order.sort(key=lambda n: (_STAGE_RANK[n.device], 0 if n.schema.impl.is_source and not n.inputs else 1))
+        all_ids = sorted(n.id for n in order)
+        self.steps = []
+        for node in order:
+            seed = node.args.get("seed", -1)
+            if seed is None or seed == -1:
+                seed = derive_seed(pipe._seed_value, all_ids.index(node.id))
+            spec = OpSpec(
+                schema=node.schema, name=node.name, device=node.device,
+                args={k: v for k, v in node.args.items() if k not in node.arg_inputs},
+                arg_input_names=tuple(node.arg_inputs), num_outputs=len(node.outputs), seed=seed,
+                max_batch_size=pipe.max_batch_size, num_threads=pipe.num_threads,
+                device_id=pipe.device_id, input_devices=tuple(x.device for x in node.inputs))
+            self.steps.append(_Step(node, node.schema.impl(spec)))
+        self.cpu_steps = [s for s in self.steps if s.node.device == "cpu"]
+        self.gpu_steps = [s for s in self.steps if s.node.device != "cpu"]
+        self.uses_gpu = bool(self.gpu_steps) or any(x.device == "gpu" for x in outputs)
+        self.pool = concurrent.futures.ThreadPoolExecutor(max(1, pipe.num_threads),
+                                                          thread_name_prefix="torchdali")
+        self.stream = None
+        self.cuda_device = None
+        if self.uses_gpu:
+            self.cuda_device = torch.device("cuda", pipe.device_id)
+            self.stream = torch.cuda.Stream(self.cuda_device)
+        self.iteration = 0
+
+    # --- one iteration, stage by stage ---
+    def run_cpu_stage(self):
+        ctx = RunContext(iteration=self.iteration, batch_size=self.pipe.max_batch_size,
+                         thread_pool=self.pool, cuda_device=self.cuda_device)
+        it = _Iteration(self.iteration, ctx)
+        self.iteration += 1
+        if self.pipe._enable_checkpointing:
+            it.state.update(self.states(self.cpu_steps))
+        for step in self.cpu_steps:
+            self._run_step(step, it)
+        return it
+
+    def run_gpu_stage(self, it):
+        if self.pipe._enable_checkpointing:
+            it.state.update(self.states(self.gpu_steps))
+        if self.stream is not None:
+            with torch.cuda.device(self.cuda_device), torch.cuda.stream(self.stream):
+                for step in self.gpu_steps:
+                    self._run_step(step, it)
+                it.event = torch.cuda.Event()
+                it.event.record(self.stream)
+        it.outputs = [it.data[key] for key in self.outputs]
+        it.data = None
+        return it
+
+    def _run_step(self, step, it):
+        ctx = it.ctx
+        inputs = [it.data[k] for k in step.inputs]
+        arg_batches = {name: it.data[k] for name, k in step.arg_inputs.items()}
+        for b in inputs + list(arg_batches.values()):
+            if len(b) != ctx.batch_size:
+                raise step.impl.error(f"inputs have {len(b)} samples but the batch has {ctx.batch_size}")
+        try:
+            outs = step.impl.run(inputs, Args(step.impl.spec, arg_batches), ctx)
+        except StopIteration:
+            raise
+        except Exception as e:
+            if str(e).startswith(step.node.schema.name):
+                raise
+            raise RuntimeError(f"{step.node.schema.name} ('{step.node.name}'), iteration {it.index}: "
+                               f"{type(e).__name__}: {e}") from e
+        if len(outs) != len(step.node.outputs):
+            raise step.impl.error(f"produced {len(outs)} outputs, expected {len(step.node.outputs)}")
+        if ctx.dropped:
+            self._drop(it, sorted(set(ctx.dropped)))
+        src_info = inputs[0].source_info if inputs else None
+        for i, out in enumerate(outs):
+            if not isinstance(out, TensorList):
+                out = TensorList.make(out, device="gpu" if step.node.outputs[i].device == "gpu" else "cpu")
+            if out.source_info is None and src_info is not None and len(src_info) == len(out):
+                out.source_info = src_info
+            it.data[(step.node.id, i)] = out
+        if step.impl.is_source and not step.inputs and outs:
+            ctx.batch_size = len(it.data[(step.node.id, 0)])
+
+    @staticmethod
+    def _drop(it, indices):
+        """Remove samples from every batch computed so far in this iteration."""
+        keep_from = it.ctx.batch_size
+        drop = set(indices)
+        for key, batch in list(it.data.items()):
+            if len(batch) != keep_from:
+                continue
+            keep = [i for i in range(len(batch)) if i not in drop]
+            samples = batch.as_torch_list()
+            info = batch.source_info
+            it.data[key] = TensorList.make([samples[i] for i in keep], batch.layout(),
+                                           device=batch.device,
+                                           source_info=[info[i] for i in keep] if info else None)
+        it.ctx.batch_size = keep_from - len(drop)
+        it.ctx.dropped.clear()
+
+    # --- state ---
+    def states(self, steps=None):
+        return {s.node.name: s.impl.state_dict() for s in (steps if steps is not None else self.steps)}
+
+    def load_states(self, states):
+        by_name = {s.node.name: s for s in self.steps}
+        missing = set(by_name) ^ set(states)
+        if missing:
+            raise ValueError(f"the checkpoint does not match this pipeline (operators differ: "
+                             f"{sorted(missing)[:5]})")
+        for name, state in states.items():
+            by_name[name].impl.load_state_dict(state)
+
+    def reset(self):
+        for s in self.steps:
+            s.impl.reset()
+
+    def find(self, name):
+        for s in self.steps:
+            if s.node.name == name:
+                return s
+        return None
+
+    def shutdown(self):
+        self.pool.shutdown(wait=False)
+
+
+class _Failure:
+    def __init__(self, exc):
+        self.exc = exc
+
+
+def _halt_error(exc):
+    """What a run after a failure raises until reset()."""
+    if isinstance(exc, StopIteration):
+        return StopIteration()
+    return RuntimeError(f"the pipeline stopped at an earlier error ({type(exc).__name__}: {exc}); "
+                        "call reset() to continue")
+
+
+class SyncRunner:
+    """Runs scheduled iterations in the calling thread."""
+
+    def __init__(self, executor):
+        self.ex = executor
+        self.ready = collections.deque()
+        self.halt = None
+
+    def schedule(self):
+        if self.halt is not None:
+            self.ready.append(_Failure(_halt_error(self.halt)))
+            return
+        try:
+            it = self.ex.run_gpu_stage(self.ex.run_cpu_stage())
+        except BaseException as e:  # StopIteration too: delivered in order by next()
+            self.halt = e
+            self.ready.append(_Failure(e))
+            return
+        self.ready.append(it)
+
+    def next(self):
+        if not self.ready:
+            raise RuntimeError("outputs() called with no iteration scheduled; call schedule_run() first")
+        return self.ready.popleft()
+
+    def pending(self):
+        return list(self.ready)
+
+    def clear(self):
+        self.ready.clear()
+        self.halt = None
+
+    def close(self):
+        self.clear()
+
+
+class AsyncRunner:
+    """A CPU-stage thread and a GPU-stage thread working ahead of the caller.
+
+    `schedule()` asks for one more iteration; the CPU thread starts iterations while
+    fewer than requested have started, the GPU thread finishes them in order."""
+
+    def __init__(self, executor):
+        self.ex = executor
+        self.lock = threading.Condition()
+        self.requested = self.started = self.finished = self.delivered = 0
+        self.halt = None  # the StopIteration or error that stopped the CPU thread
+        self.closing = False
+        self.cpu_done = queue.Queue()
+        self.ready = collections.deque()
+        self.cpu_thread = threading.Thread(target=self._cpu_loop, daemon=True, name="torchdali-cpu")
+        self.gpu_thread = threading.Thread(target=self._gpu_loop, daemon=True, name="torchdali-gpu")
+        self.cpu_thread.start()
+        self.gpu_thread.start()
+
+    def schedule(self):
+        with self.lock:
+            self.requested += 1
+            self.lock.notify_all()
+
+    def _cpu_loop(self):
+        while True:
+            with self.lock:
+                while not self.closing and (self.halt is not None or self.started >= self.requested):
+                    self.lock.wait()
+                if self.closing:
+                    return
+                self.started += 1
+            try:
+                item = self.ex.run_cpu_stage()
+            except BaseException as e:
+                item = _Failure(e)
+                with self.lock:
+                    self.halt = e
+            self.cpu_done.put(item)
+
+    def _gpu_loop(self):
+        if self.ex.cuda_device is not None:
+            torch.cuda.set_device(self.ex.cuda_device)
+        while True:
+            item = self.cpu_done.get()
+            if item is None:
+                return
+            if not isinstance(item, _Failure):
+                try:
+                    item = self.ex.run_gpu_stage(item)
+                except BaseException as e:
+                    item = _Failure(e)
+                    with self.lock:
+                        self.halt = e
+            with self.lock:
+                self.finished += 1
+                self.ready.append(item)
+                self.lock.notify_all()
+
+    def next(self):
+        with self.lock:
+            while not self.ready:
+                if self.delivered >= self.requested:
+                    raise RuntimeError("outputs() called with no iteration scheduled; call schedule_run() first")
+                if self.halt is not None and self.finished == self.started:
+                    self.delivered += 1
+                    return _Failure(_halt_error(self.halt))
+                self.lock.wait()
+            self.delivered += 1
+            return self.ready.popleft()
+
+    def pending(self):
+        with self.lock:
+            return list(self.ready)
+
+    def clear(self):
+        """Drop everything scheduled or in flight and resume (reset())."""
+        with self.lock:
+            self.requested = self.started  # start nothing new
+            while self.finished < self.started:
+                self.lock.wait()
+            self.ready.clear()
+            self.requested = self.started = self.finished = self.delivered = 0
+            self.halt = None
+            self.lock.notify_all()
+
+    def close(self):
+        with self.lock:
+            self.closing = True
+            self.lock.notify_all()
+        self.cpu_done.put(None)
+        self.cpu_thread.join(timeout=5)
+        self.gpu_thread.join(timeout=5)

@@ -1,0 +1,247 @@
+"""The symbolic graph: `DataNode` (an operator output) and `OpNode` (an operator call).
+
+Calling an operator (through `fn` or `ops`) checks its arguments against the
+registry, picks its device, enforces the cpu -> mixed -> gpu stage order and returns
+DataNodes. Nothing runs until the Pipeline is built.
+"""
+import itertools
+
+import numpy as np
+import torch
+
+from . import schema as _schema
+from . import _current
+
+_STAGE = {"cpu": 0, "mixed": 1, "gpu": 2}
+_ids = itertools.count()
+
+
+class DataNode:
+    """A batch flowing between operators: the output `index` of `source`."""
+
+    def __init__(self, name, device="cpu", source=None, index=0):
+        self.name = name
+        self.device = device
+        self.source = source
+        self.index = index
+
+    def __repr__(self):
+        return f"DataNode(name={self.name!r}, device={self.device!r})"
+
+    # --- device transfer and metadata ---
+    def gpu(self):
+        """This batch copied to the GPU (a no-op for GPU data)."""
+        if self.device == "gpu":
+            return self
+        return call_operator("_to_gpu", [self], {"device": "mixed"})
+
+    def cpu(self):
+        raise TypeError(f"{self.name}: data cannot move from the GPU back to the CPU inside a pipeline "
+                        "(a CPU operator can't follow a GPU operator); copy outputs with as_cpu()")
+
+    def shape(self, *, dtype=None, device="cpu", arg_dtype=None):
+        """The per-sample shape of this batch, as a new DataNode (int64 unless `dtype`)."""
+        dtype = dtype if dtype is not None else arg_dtype
+        kwargs = {"device": device} if self.device == "cpu" else {"device": "gpu"}
+        out = call_operator("_shapes", [self], dict(kwargs, **({"dtype": dtype} if dtype is not None else {})))
+        return out.gpu() if device == "gpu" and out.device == "cpu" else out
+
+    def source_info(self, *, device="cpu"):
+        """The file name or position each sample came from (uint8 1D per sample)."""
+        return self.property("source_info", device=device)
+
+    def property(self, key, *, device="cpu"):
+        """Metadata of each sample: "source_info" or "layout", as 1D uint8 tensors."""
+        out = call_operator("_property", [self], {"key": key, "device": "cpu" if self.device == "cpu" else "gpu"})
+        return out.gpu() if device == "gpu" and out.device == "cpu" else out
+
+    meta = property
+
+    # --- indexing ---
+    def __getitem__(self, index):
+        if not isinstance(index, tuple):
+            index = (index,)
+        spec = []
+        for item in index:
+            if item is Ellipsis or item is None:
+                raise TypeError(f"{self.name}: indexing with {item!r} is not supported")
+            if isinstance(item, slice):
+                for part in (item.start, item.stop, item.step):
+                    if part is not None and not isinstance(part, (int, np.integer)):
+                        raise TypeError(f"{self.name}: slice bounds must be ints, got {part!r}")
+                spec.append(("slice", item.start, item.stop, item.step))
+            elif isinstance(item, (int, np.integer)):
+                spec.append(("index", int(item)))
+            else:
+                raise TypeError(f"{self.name}: index {item!r} is not an int or a slice")
+        return call_operator("_subscript", [self], {"spec": spec})
+
+    # --- arithmetic ---
+    def _binary(self, op, other, reflected=False):
+        return arithmetic(op, *((other, self) if reflected else (self, other)))
+
+    def __add__(self, o): return self._binary("add", o)
+    def __radd__(self, o): return self._binary("add", o, True)
+    def __sub__(self, o): return self._binary("sub", o)
+    def __rsub__(self, o): return self._binary("sub", o, True)
+    def __mul__(self, o): return self._binary("mul", o)
+    def __rmul__(self, o): return self._binary("mul", o, True)
+    def __truediv__(self, o): return self._binary("fdiv", o)
+    def __rtruediv__(self, o): return self._binary("fdiv", o, True)
+    def __floordiv__(self, o): return self._binary("div", o)
+    def __rfloordiv__(self, o): return self._binary("div", o, True)
+    def __mod__(self, o): return self._binary("mod", o)
+    def __rmod__(self, o): return self._binary("mod", o, True)
+    def __pow__(self, o): return self._binary("pow", o)
+    def __rpow__(self, o): return self._binary("pow", o, True)
+    def __eq__(self, o): return self._binary("eq", o)
+    def __ne__(self, o): return self._binary("neq", o)
+    def __lt__(self, o): return self._binary("lt", o)
+    def __le__(self, o): return self._binary("leq", o)
+    def __gt__(self, o): return self._binary("gt", o)
+    def __ge__(self, o): return self._binary("geq", o)
+    def __and__(self, o): return self._binary("bitand", o)
+    def __rand__(self, o): return self._binary("bitand", o, True)
+    def __or__(self, o): return self._binary("bitor", o)
+    def __ror__(self, o): return self._binary("bitor", o, True)
+    def __xor__(self, o): return self._binary("bitxor", o)
+    def __rxor__(self, o): return self._binary("bitxor", o, True)
+    def __neg__(self): return arithmetic("minus", self)
+    def __pos__(self): return self
+
+    __hash__ = object.__hash__
+
+    def __bool__(self):
+        raise TypeError(
+            f"{self.name}: a DataNode has no truth value while the graph is defined. To branch "
+            "per sample with `if`, decorate the pipeline with @pipeline_def(enable_conditionals=True).")
+
+
+class OpNode:
+    """One call of an operator: its schema, device, constant arguments and connections."""
+
+    def __init__(self, schema, device, args, inputs, arg_inputs, num_outputs, name=None):
+        self.id = next(_ids)
+        self.schema = schema
+        self.device = device
+        self.args = args  # converted constants (arg inputs present as None)
+        self.inputs = inputs  # list[DataNode]
+        self.arg_inputs = arg_inputs  # dict[str, DataNode]
+        self.name = name or f"__{schema.fn_name}_{self.id}"
+        out_device = "gpu" if device in ("gpu", "mixed") else "cpu"
+        self.outputs = [DataNode(f"{self.name}[{i}]", out_device, self, i) for i in range(num_outputs)]
+
+    @property
+    def stage(self):
+        return self.device
+
+    def __repr__(self):
+        return f"OpNode({self.schema.name}, device={self.device!r}, name={self.name!r})"
+
+
+def _as_input(value, schema, position):
+    """A positional input as a DataNode: constants become `_constant` nodes."""
+    if isinstance(value, DataNode):
+        return value
+    if isinstance(value, (list, tuple)) and not value:
+        raise TypeError(f"{schema.name}: input {position} is an empty list")
+    if isinstance(value, (int, float, bool, np.ndarray, np.generic, torch.Tensor, list, tuple)):
+        return call_operator("_constant", [], {"value": value, "device": "cpu"})
+    raise TypeError(f"{schema.name}: input {position} of type {type(value).__name__} is not a DataNode")
+
+
+def call_operator(name, inputs, kwargs):
+    """Add a call of operator `name` to the graph; returns its output DataNode(s)."""
+    schema = _schema.get(name)
+    inputs = list(inputs)
+    extra = inputs[schema.max_inputs:]
+    if extra and len(extra) <= len(schema.positional_args):
+        inputs = inputs[:schema.max_inputs]
+        for arg, value in zip(schema.positional_args, extra):
+            if arg in kwargs:
+                raise TypeError(f"{schema.name}: '{arg}' given both positionally and by name")
+            kwargs = {**kwargs, arg: value}
+    # An operator applied to lists of DataNodes runs once per element.
+    list_lens = {len(x) for x in inputs if isinstance(x, list) and x and isinstance(x[0], DataNode)}
+    if list_lens:
+        if len(list_lens) > 1:
+            raise ValueError(f"{schema.name}: input lists have different lengths {sorted(list_lens)}")
+        n = list_lens.pop()
+        per = [call_operator(name, [x[i] if isinstance(x, list) else x for x in inputs], kwargs)
+               for i in range(n)]
+        if per and isinstance(per[0], (list, tuple)):
+            return [list(group) for group in zip(*per)]
+        return per
+    if not schema.min_inputs <= len(inputs) <= schema.max_inputs:
+        raise TypeError(f"{schema.name}: expected {schema.min_inputs} to {schema.max_inputs} inputs, "
+                        f"got {len(inputs)}")
+    inputs = [_as_input(x, schema, i) for i, x in enumerate(inputs)]
+    kwargs = dict(kwargs)
+    arg_inputs = {k: v for k, v in kwargs.items() if isinstance(v, DataNode)}
+    device = kwargs.get("device")
+    if device is None:
+        device = "gpu" if any(isinstance(x, DataNode) and x.device == "gpu" for x in inputs) else "cpu"
+        if device not in schema.devices:
+            device = schema.devices[0]
+    if device not in ("cpu", "gpu", "mixed"):
+        raise ValueError(f"{schema.name}: device '{device}' is not 'cpu', 'gpu' or 'mixed'")
+    if device not in schema.devices:
+        raise ValueError(f"{schema.name}: device '{device}' is not supported (supported: "
+                         f"{', '.join(schema.devices)})")
+    for i, x in enumerate(inputs):
+        if isinstance(x, DataNode) and x.device == "gpu" and device in ("cpu", "mixed"):
+            raise ValueError(
+                f"{schema.name}: the {device.upper()} operator cannot take GPU data as input {i} "
+                f"('{x.name}', produced by {x.source.schema.name if x.source else 'an input'}); "
+                "data can't move from the GPU back to the CPU")
+    for key, node in arg_inputs.items():
+        if node.device != "cpu":
+            raise ValueError(f"{schema.name}: argument input '{key}' ('{node.name}') is GPU data; "
+                             "argument inputs must come from CPU operators")
+    args = schema.check_args({k: v for k, v in kwargs.items() if k not in arg_inputs}, arg_inputs)
+    args["device"] = device
+    if device == "mixed" or device == "gpu":
+        pipe = _current.pipeline()
+        if pipe is not None and pipe._device_id_arg is None:
+            raise ValueError(f"{schema.name}: device '{device}' needs a GPU, but the pipeline was "
+                             "created with device_id=None (CPU only)")
+    node = OpNode(schema, device, args, inputs, arg_inputs, schema.outputs_for(args), args.get("name"))
+    if schema.side_effects or args.get("preserve"):
+        pipe = _current.pipeline()
+        if pipe is None:
+            raise RuntimeError(f"{schema.name}: an operator with side effects (or preserve=True) "
+                               "needs a current pipeline: call it inside `with pipe:` or a @pipeline_def")
+        pipe._sinks.append(node)
+    outs = node.outputs
+    return outs[0] if len(outs) == 1 else outs
+
+
+def topological_order(outputs, sinks=()):
+    """OpNodes reachable from `outputs` and `sinks`, each after its inputs; the rest is pruned."""
+    order, seen = [], set()
+
+    def visit(op):
+        if op.id in seen:
+            return
+        seen.add(op.id)
+        for x in list(op.inputs) + list(op.arg_inputs.values()):
+            visit(x.source)
+        order.append(op)
+
+    for node in outputs:
+        visit(node.source)
+    for op in sinks:
+        visit(op)
+    return order
+
+
+def arithmetic(op, *operands):
+    """An elementwise operation over DataNodes and Python scalars (at least one DataNode)."""
+    nodes = [x for x in operands if isinstance(x, DataNode)]
+    if not nodes:
+        raise TypeError(f"math.{op}: at least one operand must be a DataNode")
+    scalars = tuple((i, x) for i, x in enumerate(operands) if not isinstance(x, DataNode))
+    for _, x in scalars:
+        if not isinstance(x, (int, float, bool, np.generic)):
+            raise TypeError(f"math.{op}: operand {x!r} is neither a DataNode nor a scalar")
+    return call_operator("_arithmetic", nodes, {"op": op, "scalars": scalars})

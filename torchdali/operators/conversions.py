@@ -1,0 +1,37 @@
+"""Type conversion."""
+import torch
+
+from .. import schema, types
+from ..schema import DTYPE, Arg, register
+from ..tensor_list import TensorList
+from .base import Operator
+
+
+def convert_saturate(x, dtype):
+    """DALI's ConvertSat: floats to integers round half away from zero and clamp to
+    the type's range; NaN becomes 0."""
+    if x.dtype == dtype:
+        return x
+    if x.is_floating_point() and not dtype.is_floating_point and dtype != torch.bool:
+        info = torch.iinfo(dtype)
+        x = torch.nan_to_num(x.double(), nan=0.0)
+        x = torch.where(x >= 0, torch.floor(x + 0.5), torch.ceil(x - 0.5))
+        return x.clamp(info.min, info.max).to(dtype)
+    if not x.is_floating_point() and not dtype.is_floating_point and dtype != torch.bool and x.dtype != torch.bool:
+        info = torch.iinfo(dtype)
+        return x.to(torch.int64).clamp(info.min, info.max).to(dtype) if dtype != torch.uint64 else x.to(dtype)
+    return x.to(dtype)
+
+
+@register("cast", devices=("cpu", "gpu"), inputs=(1, 1), aliases=("Cast",),
+          args=[Arg("dtype", DTYPE, schema.REQUIRED, "Output type.")])
+class Cast(Operator):
+    """Convert to `dtype`, rounding and saturating as DALI does."""
+
+    def run(self, inputs, args, ctx):
+        dtype = types.to_torch_type(args["dtype"])
+        batch = inputs[0]
+        if batch.is_dense_tensor() and len(batch):
+            return [TensorList.make(convert_saturate(batch.as_torch(), dtype), batch.layout(), device=batch.device)]
+        return [TensorList.make([convert_saturate(s, dtype) for s in batch.as_torch_list()],
+                                batch.layout(), device=batch.device)]

@@ -1,0 +1,221 @@
+"""`external_source`: data from Python (a callable, an iterable, a generator function,
+or batches given with `Pipeline.feed_input`)."""
+import collections
+import inspect
+import warnings
+
+import torch
+
+from .. import types
+from ..schema import ANY, BOOL, INT, Arg, register
+from ..tensor_list import TensorList, to_torch_samples
+from .base import Operator
+
+_CYCLE = (False, True, "quiet", "raise")
+
+
+def _num_outputs(args):
+    return args.get("num_outputs") or 1
+
+
+def _accepts_argument(fn):
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params)
+
+
+def _per_output(value, n, name):
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise ValueError(f"external_source: {name} has {len(value)} entries for {n} outputs")
+        return list(value)
+    return [value] * n
+
+
+@register("external_source", devices=("cpu", "gpu"), outputs=_num_outputs, aliases=("ExternalSource",),
+          positional_args=("source", "num_outputs"),
+          args=[Arg("source", ANY, None, "Callable, iterable or generator function giving the data; "
+                    "without it, data comes from Pipeline.feed_input()."),
+                Arg("num_outputs", INT, None, "Number of outputs; the source returns that many items."),
+                Arg("batch", BOOL, True, "The source gives whole batches (True) or single samples (False)."),
+                Arg("batch_info", BOOL, False, "A batch callable gets a BatchInfo instead of the iteration."),
+                Arg("cycle", ANY, False, "Restart an exhausted iterable: True/'quiet' silently, 'raise' "
+                    "after raising StopIteration.", choices=_CYCLE),
+                Arg("dtype", ANY, None, "Expected data type(s); data of another type is an error."),
+                Arg("ndim", ANY, None, "Expected number(s) of dimensions of a sample."),
+                Arg("layout", ANY, None, "Layout(s) of the data, e.g. 'HWC'."),
+                Arg("parallel", BOOL, False, "Run the source in worker processes (not supported yet)."),
+                Arg("no_copy", BOOL, False, "Use the data without copying (torchdali never copies CPU data)."),
+                Arg("prefetch_queue_depth", INT, 1, "Batches prefetched by parallel sources."),
+                Arg("repeat_last", BOOL, False, "Without fed data, repeat the last batch."),
+                Arg("blocking", BOOL, False, "Wait for fed data (parallel sources)."),
+                Arg("use_copy_kernel", BOOL, False, "Accepted for compatibility."),
+                Arg("cuda_stream", ANY, None, "Accepted for compatibility.")])
+class ExternalSource(Operator):
+    """Data produced by Python code, one batch per iteration."""
+
+    is_source = True
+
+    def __init__(self, spec):
+        super().__init__(spec)
+        a = spec.args
+        self.source = a["source"]
+        if a["parallel"]:
+            warnings.warn("external_source: parallel=True is not supported yet; running in-process")
+        n = spec.num_outputs
+        self.n = n
+        self.multi = a["num_outputs"] is not None
+        self.dtypes = [types.to_torch_type(d) if d is not None else None
+                       for d in _per_output(a["dtype"], n, "dtype")]
+        self.ndims = _per_output(a["ndim"], n, "ndim")
+        self.layouts = [l or "" for l in _per_output(a["layout"], n, "layout")]
+        for nd, lay in zip(self.ndims, self.layouts):
+            if nd is not None and lay and len(lay) != nd:
+                raise ValueError(f"external_source: layout '{lay}' does not have ndim={nd} dimensions")
+        self.batch = a["batch"]
+        self.cycle = a["cycle"]
+        if self.cycle and (callable(self.source) and not inspect.isgeneratorfunction(self.source)):
+            raise ValueError("external_source: `cycle` applies to iterables and generator functions, "
+                             "not to callables")
+        if self.source is not None and not callable(self.source) and not hasattr(self.source, "__iter__"):
+            raise TypeError(f"external_source: source of type {type(self.source).__name__} is neither "
+                            "callable nor iterable")
+        self.fed = collections.deque()
+        self.last = None
+        self.iteration = 0
+        self.epoch = 0
+        self.iterator = None
+        self.exhausted = False
+
+    # --- data sources ---
+    def _iter(self):
+        if self.iterator is None:
+            src = self.source
+            self.iterator = iter(src() if inspect.isgeneratorfunction(src) else src)
+        return self.iterator
+
+    def _next_from_iterable(self):
+        try:
+            return next(self._iter())
+        except StopIteration:
+            self.iterator = None
+            if self.cycle in (True, "quiet"):
+                return next(self._iter())
+            raise
+
+    def _call(self, info):
+        if _accepts_argument(self.source):
+            return self.source(info)
+        return self.source()
+
+    def _produce(self, batch_size):
+        src = self.source
+        if src is None:
+            if not self.fed:
+                if self.spec.args["repeat_last"] and self.last is not None:
+                    return self.last
+                raise RuntimeError(f"external_source '{self.spec.name}': no data was fed for iteration "
+                                   f"{self.iteration}; call pipe.feed_input('{self.spec.name}', batch) "
+                                   "before run() (prefetch_queue_depth batches ahead)")
+            return self.fed.popleft()
+        callable_src = callable(src) and not inspect.isgeneratorfunction(src)
+        if self.batch:
+            if callable_src:
+                info = types.BatchInfo(self.iteration, self.epoch) if self.spec.args["batch_info"] else self.iteration
+                return self._call(info)
+            return self._next_from_iterable()
+        samples = []
+        for i in range(batch_size):
+            if callable_src:
+                info = types.SampleInfo(self.iteration * batch_size + i, i, self.iteration, self.epoch)
+                samples.append(self._call(info))
+            else:
+                samples.append(self._next_from_iterable())
+        if self.multi:
+            return [[s[k] for s in samples] for k in range(self.n)]
+        return samples
+
+    def feed(self, data, layout=None):
+        outputs = data if self.multi else [data]
+        self.fed.append(self._convert(outputs, layout, source_is_batch=True))
+
+    # --- conversion and checks ---
+    def _convert(self, outputs, layout=None, source_is_batch=True):
+        if isinstance(outputs, tuple) and isinstance(outputs[0], _Converted):
+            return outputs
+        converted = []
+        for k, data in enumerate(outputs):
+            samples = to_torch_samples(data, "external_source", f"output {k}")
+            n = samples.shape[0] if isinstance(samples, torch.Tensor) else len(samples)
+            if n > self.spec.max_batch_size:
+                raise ValueError(f"external_source '{self.spec.name}': the batch has {n} samples, more "
+                                 f"than the pipeline's batch_size {self.spec.max_batch_size}")
+            lay = layout if layout is not None else self.layouts[k]
+            converted.append(_Converted(samples, lay))
+        return tuple(converted)
+
+    def run(self, inputs, args, ctx):
+        data = self._produce(self.spec.max_batch_size)
+        if not (isinstance(data, tuple) and data and isinstance(data[0], _Converted)):
+            if self.multi:
+                if not isinstance(data, (list, tuple)) or len(data) != self.n:
+                    raise RuntimeError(f"external_source '{self.spec.name}': the source must return "
+                                       f"{self.n} outputs (num_outputs), got {type(data).__name__}")
+                outputs = list(data)
+            else:
+                outputs = [data]
+            data = self._convert(outputs)
+        self.last = data
+        self.iteration += 1
+        result = []
+        for k, conv in enumerate(data):
+            samples = conv.samples
+            sample_list = list(samples.unbind(0)) if isinstance(samples, torch.Tensor) else samples
+            for i, s in enumerate(sample_list):
+                if self.dtypes[k] is not None and s.dtype != self.dtypes[k]:
+                    raise TypeError(f"external_source '{self.spec.name}': output {k} sample {i} has type "
+                                    f"{types.to_dali_type(s.dtype)}, but dtype={types.to_dali_type(self.dtypes[k])} "
+                                    "was declared")
+                if self.ndims[k] is not None and s.dim() != self.ndims[k]:
+                    raise ValueError(f"external_source '{self.spec.name}': output {k} sample {i} has "
+                                     f"{s.dim()} dimensions, but ndim={self.ndims[k]} was declared")
+                if conv.layout and len(conv.layout) != s.dim():
+                    raise ValueError(f"external_source '{self.spec.name}': layout '{conv.layout}' does not "
+                                     f"match sample {i} with {s.dim()} dimensions")
+            if self.spec.device == "gpu":
+                samples = samples.to(ctx.cuda_device, non_blocking=True) if isinstance(samples, torch.Tensor) \
+                    else [s.to(ctx.cuda_device, non_blocking=True) for s in samples]
+            elif isinstance(samples, torch.Tensor) and samples.is_cuda or \
+                    not isinstance(samples, torch.Tensor) and any(s.is_cuda for s in samples):
+                raise TypeError(f"external_source '{self.spec.name}': GPU data given to a CPU external_source; "
+                                "use device='gpu'")
+            result.append(TensorList.make(samples, conv.layout, device=self.spec.device))
+        if len({len(r) for r in result}) > 1:
+            raise RuntimeError(f"external_source '{self.spec.name}': outputs have different batch sizes "
+                               f"{[len(r) for r in result]}")
+        return result
+
+    def reset(self):
+        self.iterator = None
+        self.iteration = 0
+        self.epoch += 1
+        self.fed.clear()
+
+    def state_dict(self):
+        return {"iteration": self.iteration, "epoch": self.epoch}
+
+    def load_state_dict(self, state):
+        self.iteration = state["iteration"]
+        self.epoch = state["epoch"]
+
+
+class _Converted:
+    """A batch already converted to torch (fed data), with its layout."""
+
+    def __init__(self, samples, layout):
+        self.samples = samples
+        self.layout = layout
+
+

@@ -1,0 +1,111 @@
+"""Graph plumbing behind DataNode's methods: constants, `.gpu()`, `shape()`,
+`property()` and Python indexing."""
+import numpy as np
+import torch
+
+from .. import schema
+from ..schema import ANY, DTYPE, STR, Arg, register
+from ..tensor_list import TensorList, to_torch_array
+from .base import Operator
+
+
+@register("_constant", devices=("cpu",), args=[Arg("value", ANY, schema.REQUIRED, "The constant.")],
+          internal=True)
+class Constant(Operator):
+    """A constant repeated for every sample."""
+
+    def __init__(self, spec):
+        super().__init__(spec)
+        value = spec.args["value"]
+        if isinstance(value, (list, tuple)):
+            value = np.asarray(value)
+        if isinstance(value, float):
+            value = np.float32(value)
+        elif isinstance(value, bool):
+            value = np.bool_(value)
+        elif isinstance(value, int):
+            value = np.int32(value)
+        elif isinstance(value, np.ndarray) and value.dtype == np.float64:
+            value = value.astype(np.float32)
+        elif isinstance(value, np.ndarray) and value.dtype == np.int64:
+            value = value.astype(np.int32)
+        self.value = to_torch_array(value, "constant")
+
+    def run(self, inputs, args, ctx):
+        return [TensorList.make([self.value] * ctx.batch_size, device="cpu")]
+
+
+@register("_to_gpu", devices=("mixed",), inputs=(1, 1), internal=True)
+class ToGpu(Operator):
+    """Copy a CPU batch to the GPU (`DataNode.gpu()`), as one transfer when dense."""
+
+    def run(self, inputs, args, ctx):
+        batch = inputs[0]
+        dev = ctx.cuda_device
+        if batch.is_dense_tensor() and len(batch):
+            dense = batch.as_torch()
+            out = dense.pin_memory().to(dev, non_blocking=True)
+            return [TensorList.make(out, batch.layout(), device="gpu", source_info=batch.source_info)]
+        samples = [s.pin_memory().to(dev, non_blocking=True) for s in batch.as_torch_list()]
+        return [TensorList.make(samples, batch.layout(), device="gpu", source_info=batch.source_info)]
+
+
+@register("_shapes", devices=("cpu", "gpu"), inputs=(1, 1), internal=True,
+          args=[Arg("dtype", DTYPE, None, "Type of the shape values (default INT64).")])
+class Shapes(Operator):
+    """The shape of each sample as a 1D tensor."""
+
+    def run(self, inputs, args, ctx):
+        dtype = torch.int64 if args["dtype"] is None else _torch_type(args["dtype"])
+        shapes = [torch.tensor(list(s.shape), dtype=dtype) for s in inputs[0].as_torch_list()]
+        if self.spec.device == "gpu":
+            shapes = [s.to(ctx.cuda_device) for s in shapes]
+        return [TensorList.make(shapes, device=self.spec.device)]
+
+
+@register("_property", devices=("cpu", "gpu"), inputs=(1, 1), internal=True,
+          args=[Arg("key", STR, schema.REQUIRED, "The metadata item.", choices=("source_info", "layout"))])
+class Property(Operator):
+    """Per-sample metadata ("source_info" or "layout") as 1D uint8 tensors."""
+
+    def run(self, inputs, args, ctx):
+        batch = inputs[0]
+        if args["key"] == "layout":
+            texts = [batch.layout()] * len(batch)
+        else:
+            texts = batch.source_info or [""] * len(batch)
+        out = [torch.frombuffer(bytearray(t.encode()), dtype=torch.uint8) if t else
+               torch.empty(0, dtype=torch.uint8) for t in texts]
+        if self.spec.device == "gpu":
+            out = [s.to(ctx.cuda_device) for s in out]
+        return [TensorList.make(out, device=self.spec.device)]
+
+
+@register("_subscript", devices=("cpu", "gpu"), inputs=(1, 1), internal=True,
+          args=[Arg("spec", ANY, schema.REQUIRED, "Index items: ('index', i) or ('slice', start, stop, step).")])
+class Subscript(Operator):
+    """Python indexing of every sample (ints drop a dimension, slices keep it)."""
+
+    def run(self, inputs, args, ctx):
+        spec = args["spec"]
+        index = tuple(item[1] if item[0] == "index" else slice(*item[1:]) for item in spec)
+        batch = inputs[0]
+        dropped = [i for i, item in enumerate(spec) if item[0] == "index"]
+        layout = batch.layout()
+        if layout:
+            layout = "".join(c for i, c in enumerate(layout) if i not in dropped)
+        out = []
+        for i, s in enumerate(batch.as_torch_list()):
+            if len(spec) > s.dim():
+                raise self.error(f"sample {i} has {s.dim()} dimensions, indexed with {len(spec)}", IndexError)
+            for d, item in enumerate(spec):
+                if item[0] == "index" and not -s.shape[d] <= item[1] < s.shape[d]:
+                    raise self.error(f"index {item[1]} is out of range for dimension {d} of sample {i} "
+                                     f"(size {s.shape[d]})", IndexError)
+            out.append(s[index])
+        return [TensorList.make(out, layout, device=batch.device)]
+
+
+def _torch_type(dtype):
+    from .. import types
+    return types.to_torch_type(dtype)

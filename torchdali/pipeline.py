@@ -1,0 +1,501 @@
+"""`Pipeline` and `pipeline_def`: define a graph once, then run it batch by batch."""
+import functools
+import inspect
+import json
+import warnings
+
+import numpy as np
+import torch
+
+from . import _current
+from .executor import AsyncRunner, Executor, SyncRunner, _Failure
+from .graph import DataNode, call_operator
+from .tensor_list import TensorList, TensorListGPU
+
+_CHECKPOINT_VERSION = 1
+
+
+class Pipeline:
+    """A data processing graph and the engine that runs it (DALI's `Pipeline`)."""
+
+    def __init__(self, batch_size=-1, num_threads=-1, device_id=-1, seed=-1, exec_pipelined=True,
+                 prefetch_queue_depth=2, exec_async=True, bytes_per_sample=0, set_affinity=False,
+                 max_streams=None, default_cuda_stream_priority=None, *, enable_memory_stats=False,
+                 enable_checkpointing=False, checkpoint=None, py_num_workers=1, py_start_method="fork",
+                 py_callback_pickler=None, output_dtype=None, output_ndim=None, exec_dynamic=False,
+                 experimental_exec_dynamic=None):
+        if max_streams is not None and max_streams != -1:
+            warnings.warn("max_streams is deprecated and has no effect", DeprecationWarning, stacklevel=2)
+        if default_cuda_stream_priority not in (None, 0):
+            warnings.warn("default_cuda_stream_priority is deprecated and has no effect",
+                          DeprecationWarning, stacklevel=2)
+        if experimental_exec_dynamic is not None:
+            exec_dynamic = exec_dynamic or experimental_exec_dynamic
+        self._batch_size = batch_size
+        self._num_threads = num_threads
+        self._device_id_arg = device_id
+        self._seed_arg = seed
+        self._seed_value = int(seed) if seed is not None and seed >= 0 else \
+            int(np.random.SeedSequence().generate_state(1)[0] & 0x7FFFFFFF)
+        self._exec_pipelined = bool(exec_pipelined)
+        self._exec_async = bool(exec_async)
+        self._exec_dynamic = bool(exec_dynamic)
+        if isinstance(prefetch_queue_depth, dict):
+            unknown = set(prefetch_queue_depth) - {"cpu_size", "gpu_size"}
+            if unknown:
+                raise ValueError(f"Pipeline: prefetch_queue_depth has unknown keys {sorted(unknown)}; "
+                                 "use {'cpu_size': x, 'gpu_size': y}")
+            self._cpu_queue = int(prefetch_queue_depth.get("cpu_size", 2))
+            self._gpu_queue = int(prefetch_queue_depth.get("gpu_size", 2))
+            self._exec_separated = True
+            if not (self._exec_async and self._exec_pipelined) or self._exec_dynamic:
+                raise ValueError("Pipeline: separate prefetch queues need exec_async=True, "
+                                 "exec_pipelined=True and exec_dynamic=False")
+        elif isinstance(prefetch_queue_depth, int) and not isinstance(prefetch_queue_depth, bool):
+            self._cpu_queue = self._gpu_queue = prefetch_queue_depth
+            self._exec_separated = False
+        else:
+            raise TypeError(f"Pipeline: prefetch_queue_depth must be an int or a dict, got {prefetch_queue_depth!r}")
+        if self._cpu_queue < 1 or self._gpu_queue < 1:
+            raise ValueError("Pipeline: prefetch_queue_depth must be at least 1")
+        self._prefetch_queue_depth = prefetch_queue_depth
+        self._bytes_per_sample = bytes_per_sample
+        self._set_affinity = set_affinity
+        self._enable_memory_stats = enable_memory_stats
+        self._enable_checkpointing = bool(enable_checkpointing)
+        self._checkpoint_to_restore = checkpoint
+        self._py_num_workers = py_num_workers
+        self._py_start_method = py_start_method
+        self._py_callback_pickler = py_callback_pickler
+        self._output_dtype = output_dtype
+        self._output_ndim = output_ndim
+        self._outputs = None
+        self._sinks = []
+        self._graph_defined = False
+        self._built = False
+        self._executor = None
+        self._runner = None
+        self._first_run = True
+        self._shared = None
+        self._api_mode = None
+        self._restored = False
+
+    # --- properties ---
+    @property
+    def batch_size(self):
+        return self._batch_size
+
+    @property
+    def max_batch_size(self):
+        return self._batch_size
+
+    @property
+    def num_threads(self):
+        return self._num_threads
+
+    @property
+    def device_id(self):
+        """The GPU used by the pipeline, None for a CPU-only pipeline."""
+        if self._device_id_arg is None:
+            return None
+        if self._device_id_arg == -1:
+            return torch.cuda.current_device() if torch.cuda.is_available() else None
+        return self._device_id_arg
+
+    @property
+    def seed(self):
+        return self._seed_arg if self._seed_arg is not None and self._seed_arg >= 0 else None
+
+    @property
+    def exec_pipelined(self):
+        return self._exec_pipelined
+
+    @property
+    def exec_async(self):
+        return self._exec_async
+
+    @property
+    def exec_dynamic(self):
+        return self._exec_dynamic
+
+    @property
+    def exec_separated(self):
+        return self._exec_separated
+
+    @property
+    def prefetch_queue_depth(self):
+        return self._prefetch_queue_depth
+
+    @property
+    def cpu_queue_size(self):
+        return self._cpu_queue
+
+    @property
+    def gpu_queue_size(self):
+        return self._gpu_queue
+
+    @property
+    def set_affinity(self):
+        return self._set_affinity
+
+    @property
+    def enable_memory_stats(self):
+        return self._enable_memory_stats
+
+    @property
+    def max_streams(self):
+        return -1
+
+    @property
+    def default_cuda_stream_priority(self):
+        return 0
+
+    @property
+    def py_num_workers(self):
+        return self._py_num_workers
+
+    @property
+    def py_start_method(self):
+        return self._py_start_method
+
+    @property
+    def num_outputs(self):
+        self._ensure_graph()
+        return len(self._outputs)
+
+    @property
+    def is_restored_from_checkpoint(self):
+        return self._restored
+
+    def output_dtype(self):
+        return self._broadcast(self._output_dtype)
+
+    def output_ndim(self):
+        return self._broadcast(self._output_ndim)
+
+    # --- the current pipeline ---
+    @staticmethod
+    def current():
+        return _current.pipeline()
+
+    @staticmethod
+    def push_current(pipeline):
+        _current.stack().append(pipeline)
+
+    @staticmethod
+    def pop_current():
+        return _current.stack().pop()
+
+    def __enter__(self):
+        Pipeline.push_current(self)
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        Pipeline.pop_current()
+
+    # --- graph definition ---
+    def define_graph(self):
+        """Override in a subclass to return the pipeline's outputs (the legacy API)."""
+        raise NotImplementedError("define the graph with set_outputs(), @pipeline_def or a define_graph override")
+
+    def set_outputs(self, *output_data_nodes):
+        """Set the pipeline's outputs (DataNodes; constants become constant outputs)."""
+        if self._built:
+            raise RuntimeError("set_outputs() after build()")
+        self._outputs = _flatten_outputs(output_data_nodes)
+        self._graph_defined = True
+
+    def add_sink(self, edge):
+        """Keep `edge`'s operator even if it reaches no output."""
+        self._sinks.append(edge.source)
+
+    def _ensure_graph(self, define_graph=None):
+        if self._graph_defined:
+            return
+        with self:
+            outs = (define_graph or self.define_graph)()
+        self._outputs = _flatten_outputs(outs if isinstance(outs, (list, tuple)) else [outs])
+        self._graph_defined = True
+
+    # --- build and run ---
+    def _check_config(self):
+        if self._batch_size is None or self._batch_size < 1:
+            raise ValueError(f"Pipeline: batch_size must be a positive int, got {self._batch_size}")
+        if self._num_threads is None or self._num_threads < 1:
+            raise ValueError(f"Pipeline: num_threads must be a positive int, got {self._num_threads}")
+
+    def start_py_workers(self):
+        """Start the Python worker processes of parallel external sources (none yet)."""
+        self._ensure_graph()
+
+    def build(self, define_graph=None):
+        """Check the graph and plan its execution (optional: run() builds on demand)."""
+        if self._built:
+            return
+        self._check_config()
+        self._ensure_graph(define_graph)
+        outputs = self._outputs
+        if any(x.device == "gpu" for x in outputs) or any(n.device != "cpu" for n in self._sinks):
+            if self.device_id is None:
+                raise RuntimeError("the pipeline has GPU operators but no GPU: pass a device_id "
+                                   "(or device_id=None only for CPU-only pipelines)")
+            if not torch.cuda.is_available():
+                raise RuntimeError("the pipeline has GPU operators but CUDA is not available")
+        self._executor = Executor(self, outputs, self._sinks)
+        if self._exec_async and self._exec_pipelined:
+            self._runner = AsyncRunner(self._executor)
+        else:
+            self._runner = SyncRunner(self._executor)
+        self._built = True
+        if self._checkpoint_to_restore is not None:
+            self._restore(self._checkpoint_to_restore)
+
+    def _check_mode(self, mode):
+        if self._api_mode is None:
+            self._api_mode = mode
+        elif self._api_mode != mode:
+            raise RuntimeError("mixing run() with schedule_run()/share_outputs()/release_outputs() "
+                               "on one pipeline is not allowed")
+
+    def schedule_run(self):
+        """Start the next iteration(s) without waiting; on the first call, fill the
+        prefetch queue."""
+        self.build()
+        if self._first_run:
+            self._first_run = False
+            depth = max(self._cpu_queue, self._gpu_queue) if self._exec_pipelined else 1
+            for _ in range(depth):
+                self._runner.schedule()
+        else:
+            self._runner.schedule()
+
+    def _next(self, cuda_stream):
+        item = self._runner.next()
+        if isinstance(item, _Failure):
+            raise item.exc
+        self._last_state = item.state
+        outs = item.outputs
+        self._check_outputs(outs)
+        if item.event is not None:
+            stream = _as_torch_stream(cuda_stream, self._executor.cuda_device)
+            if stream is None:
+                item.event.synchronize()
+                stream = torch.cuda.current_stream(self._executor.cuda_device)
+            else:
+                stream.wait_event(item.event)
+            for out in outs:
+                if isinstance(out, TensorListGPU):
+                    for t in out.as_torch_list():
+                        t.record_stream(stream)
+        return outs
+
+    def outputs(self, cuda_stream=None):
+        """The next iteration's outputs (blocks until ready)."""
+        self.build()
+        return tuple(self._next(cuda_stream))
+
+    def share_outputs(self, cuda_stream=None):
+        self._check_mode("scheduled")
+        self.build()
+        self._shared = tuple(self._next(cuda_stream))
+        return self._shared
+
+    def release_outputs(self):
+        """Give back the buffers of share_outputs(); the tensors are reference counted,
+        so this only drops the pipeline's reference."""
+        self._check_mode("scheduled")
+        self._shared = None
+
+    def run(self, cuda_stream=None, /, **pipeline_inputs):
+        """Run one iteration and return its outputs (a tuple of TensorLists)."""
+        self._check_mode("basic")
+        self.build()
+        if pipeline_inputs:
+            if self._cpu_queue != 1 or self._gpu_queue != 1:
+                raise ValueError("run() with pipeline inputs needs prefetch_queue_depth=1")
+            for name, data in pipeline_inputs.items():
+                self.feed_input(name, data)
+        self.schedule_run()
+        return self.outputs(cuda_stream)
+
+    def reset(self):
+        """Start the next epoch: drop scheduled iterations and rewind external sources."""
+        if not self._built:
+            return
+        self._runner.clear()
+        self._executor.reset()
+        self._first_run = True
+
+    def empty(self):
+        return not self._built or not self._runner.pending()
+
+    def feed_input(self, data_node, data, layout=None, cuda_stream=None, use_copy_kernel=False):
+        """Give the next batch to an `external_source` without `source`, by name or DataNode."""
+        self.build()
+        name = data_node.source.name if isinstance(data_node, DataNode) else data_node
+        step = self._executor.find(name)
+        if step is None or not hasattr(step.impl, "feed"):
+            raise ValueError(f"feed_input: no external_source named '{name}' in this pipeline")
+        step.impl.feed(data, layout)
+
+    # --- readers ---
+    def _readers(self):
+        self.build()
+        return {s.node.name: s.impl for s in self._executor.steps if s.impl.meta() is not None}
+
+    def reader_meta(self, name=None):
+        readers = self._readers()
+        if name is None:
+            return {k: r.meta() for k, r in readers.items()}
+        if name not in readers:
+            raise ValueError(f"reader_meta: no reader named '{name}' (readers: {sorted(readers)})")
+        return readers[name].meta()
+
+    def epoch_size(self, name=None):
+        readers = self._readers()
+        if name is None:
+            return {k: r.meta()["epoch_size_padded"] for k, r in readers.items()}
+        if name not in readers:
+            raise ValueError(f"epoch_size: no reader named '{name}' (readers: {sorted(readers)})")
+        return readers[name].meta()["epoch_size_padded"]
+
+    # --- checkpoints ---
+    def checkpoint(self, filename=None):
+        """The pipeline's state (JSON text) after the last returned batch."""
+        if not self._enable_checkpointing:
+            raise RuntimeError("checkpoint() needs enable_checkpointing=True")
+        self.build()
+        pending = [p for p in self._runner.pending() if not isinstance(p, _Failure)]
+        states = pending[0].state if pending else self._executor.states()
+        text = json.dumps({"format": "torchdali-checkpoint", "version": _CHECKPOINT_VERSION,
+                           "operators": states}, default=_json_default)
+        if filename is not None:
+            with open(filename, "w") as f:
+                f.write(text)
+        return text
+
+    def _restore(self, text):
+        try:
+            data = json.loads(text)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"checkpoint: not a torchdali checkpoint ({e})") from None
+        if not isinstance(data, dict) or data.get("format") != "torchdali-checkpoint":
+            raise ValueError("checkpoint: not a torchdali checkpoint")
+        if data.get("version") != _CHECKPOINT_VERSION:
+            raise ValueError(f"checkpoint: version {data.get('version')} is not supported")
+        self._executor.load_states(data["operators"])
+        self._restored = True
+
+    # --- introspection ---
+    def output_stream(self):
+        """The CUDA stream the GPU stage runs on (None for CPU-only pipelines)."""
+        self.build()
+        return self._executor.stream
+
+    def executor_statistics(self):
+        return {}
+
+    def save_graph_to_dot_file(self, filename, *, show_tensors=False, show_ids=None, use_colors=False):
+        """Write the operator graph in Graphviz dot format."""
+        from .dot import graph_to_dot
+        self._ensure_graph()
+        with open(filename, "w") as f:
+            f.write(graph_to_dot(self._outputs, self._sinks, show_tensors, use_colors))
+
+    def _check_outputs(self, outs):
+        for kind, expected in (("dtype", self.output_dtype()), ("ndim", self.output_ndim())):
+            if expected is None:
+                continue
+            for i, (out, exp) in enumerate(zip(outs, expected)):
+                if exp is None or not len(out):
+                    continue
+                got = out.dtype if kind == "dtype" else out.as_torch_list()[0].dim()
+                if got != exp:
+                    raise RuntimeError(f"output {i}: {kind} is {got}, but the pipeline declares {exp}")
+
+    def _broadcast(self, value):
+        if value is None:
+            return None
+        n = len(self._outputs) if self._outputs is not None else 1
+        return list(value) if isinstance(value, (list, tuple)) else [value] * n
+
+    def __del__(self):
+        runner = getattr(self, "_runner", None)
+        if runner is not None:
+            runner.close()
+        if getattr(self, "_executor", None) is not None:
+            self._executor.shutdown()
+
+
+def _flatten_outputs(outputs):
+    flat = []
+    for x in outputs:
+        if isinstance(x, (list, tuple)) and x and all(isinstance(y, DataNode) for y in x):
+            flat.extend(x)
+        elif isinstance(x, DataNode):
+            flat.append(x)
+        else:
+            flat.append(call_operator("_constant", [], {"value": x, "device": "cpu"}))
+    return flat
+
+
+def _json_default(obj):
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    raise TypeError(f"{type(obj).__name__} is not serializable in a checkpoint")
+
+
+def _as_torch_stream(cuda_stream, device):
+    if cuda_stream is None:
+        return None
+    if isinstance(cuda_stream, torch.cuda.Stream):
+        return cuda_stream
+    if hasattr(cuda_stream, "ptr"):  # CuPy
+        cuda_stream = cuda_stream.ptr
+    return torch.cuda.ExternalStream(int(cuda_stream), device=device)
+
+
+_PIPELINE_ARGS = set(inspect.signature(Pipeline.__init__).parameters) - {"self"}
+
+
+def pipeline_def(fn=None, *, enable_conditionals=False, **pipeline_kwargs):
+    """Turn a graph-definition function into a factory of Pipelines.
+
+    Keyword arguments of the decorator are Pipeline arguments; those given when the
+    factory is called override them. The function's own parameters are passed through."""
+    def decorate(func):
+        params = inspect.signature(func).parameters
+        if any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            raise TypeError(f"@pipeline_def: {func.__name__} takes **kwargs, which could silently take "
+                            "Pipeline arguments; name its parameters instead")
+        unknown = set(pipeline_kwargs) - _PIPELINE_ARGS
+        if unknown:
+            raise TypeError(f"@pipeline_def: unknown Pipeline arguments {sorted(unknown)}")
+        if enable_conditionals:
+            raise NotImplementedError("enable_conditionals=True is not supported yet")
+
+        @functools.wraps(func)
+        def create(*args, **kwargs):
+            own = {k: v for k, v in kwargs.items() if k in params}
+            pipe_args = {k: v for k, v in kwargs.items() if k not in params}
+            unknown_call = set(pipe_args) - _PIPELINE_ARGS
+            if unknown_call:
+                raise TypeError(f"{func.__name__}: unknown arguments {sorted(unknown_call)}")
+            pipe = Pipeline(**{**pipeline_kwargs, **pipe_args})
+            with pipe:
+                outs = func(*args, **own)
+            pipe.set_outputs(*(outs if isinstance(outs, (list, tuple)) else [outs]))
+            return pipe
+
+        create._is_pipeline_def = True
+        return create
+
+    return decorate(fn) if fn is not None else decorate
+
+
+def do_not_convert(func):
+    """Mark a function so that conditional-mode rewriting leaves it alone."""
+    func._torchdali_do_not_convert = True
+    return func

@@ -1,0 +1,218 @@
+"""Batches of samples: `TensorListCPU` and `TensorListGPU`.
+
+A batch is a list of torch tensors that may differ in shape. When the samples came
+from one batched tensor (a kernel's dense output) that tensor is kept, so
+`as_torch()` hands it over without a copy.
+"""
+import numpy as np
+import torch
+
+from . import types
+
+
+class TensorList:
+    """A batch of samples; use the device-specific subclasses."""
+
+    def __init__(self, samples, layout="", source_info=None):
+        self.source_info = source_info  # per-sample origin (file name), if known
+        if isinstance(samples, torch.Tensor):
+            self._dense = samples
+            self._samples = list(samples.unbind(0)) if samples.dim() > 0 else None
+            if self._samples is None:
+                raise ValueError("a dense batch needs a leading batch dimension")
+        else:
+            self._dense = None
+            self._samples = list(samples)
+        self._layout = layout or ""
+
+    @staticmethod
+    def make(samples, layout="", device=None, source_info=None):
+        """A TensorListCPU or TensorListGPU, by where the samples live."""
+        if device is None:
+            first = samples if isinstance(samples, torch.Tensor) else (samples[0] if len(samples) else None)
+            device = "gpu" if first is not None and first.is_cuda else "cpu"
+        cls = TensorListGPU if device == "gpu" else TensorListCPU
+        return cls(samples, layout, source_info)
+
+    # --- DALI's TensorList API ---
+    def __len__(self):
+        return len(self._samples)
+
+    def __iter__(self):
+        return (self.at(i) for i in range(len(self)))
+
+    def __getitem__(self, i):
+        return self.at(i)
+
+    def layout(self):
+        return self._layout
+
+    def shape(self):
+        """Per-sample shapes, as lists of ints."""
+        return [list(s.shape) for s in self._samples]
+
+    @property
+    def dtype(self):
+        if not self._samples:
+            return types.NO_TYPE
+        return types.to_dali_type(self._samples[0].dtype)
+
+    def is_dense_tensor(self):
+        """True when all samples have one shape, so the batch is one tensor."""
+        if self._dense is not None:
+            return True
+        shapes = {tuple(s.shape) for s in self._samples}
+        return len(shapes) <= 1
+
+    def as_torch(self):
+        """The batch as one torch tensor [N, ...]; no copy when it was produced dense."""
+        if self._dense is None:
+            if not self.is_dense_tensor():
+                raise RuntimeError(
+                    f"the batch is not dense (sample shapes {self._shape_summary()}); "
+                    "use at(i) or as_torch_list()")
+            if self._samples:
+                self._dense = torch.stack(self._samples)
+            else:
+                self._dense = torch.empty((0,))
+            self._samples = list(self._dense.unbind(0))
+        return self._dense
+
+    def as_torch_list(self):
+        """The samples as a list of torch tensors (views, no copies)."""
+        return list(self._samples)
+
+    def _shape_summary(self):
+        shapes = sorted({tuple(s.shape) for s in self._samples})
+        return ", ".join(str(s) for s in shapes[:4]) + (" ..." if len(shapes) > 4 else "")
+
+    def __repr__(self):
+        return f"{type(self).__name__}(len={len(self)}, dtype={self.dtype}, layout={self._layout!r})"
+
+
+class TensorListCPU(TensorList):
+    """A batch in host memory; `at(i)` gives NumPy arrays."""
+
+    device = "cpu"
+
+    def at(self, i):
+        return self._samples[i].numpy()
+
+    def as_array(self):
+        return self.as_torch().numpy()
+
+    def as_tensor(self):
+        """The dense batch (`TensorCPU`); raises if the samples differ in shape."""
+        return TensorCPU(self.as_torch(), self._layout)
+
+    def as_cpu(self):
+        return self
+
+    def as_reshaped_tensor(self, shape):
+        return TensorCPU(self.as_torch().reshape(shape), self._layout)
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self.as_array()
+        return arr if dtype is None else arr.astype(dtype)
+
+
+class TensorListGPU(TensorList):
+    """A batch in GPU memory; `at(i)` gives torch CUDA tensors."""
+
+    device = "gpu"
+
+    def at(self, i):
+        return self._samples[i]
+
+    def as_cpu(self):
+        if self._dense is not None:
+            return TensorListCPU(self._dense.cpu(), self._layout)
+        return TensorListCPU([s.cpu() for s in self._samples], self._layout)
+
+    def as_tensor(self):
+        return TensorGPU(self.as_torch(), self._layout)
+
+    def as_reshaped_tensor(self, shape):
+        return TensorGPU(self.as_torch().reshape(shape), self._layout)
+
+    @property
+    def __cuda_array_interface__(self):
+        return self.as_torch().__cuda_array_interface__
+
+
+class Tensor:
+    """One dense tensor (a sample or a whole dense batch)."""
+
+    def __init__(self, data, layout=""):
+        self._data = data
+        self._layout = layout
+
+    def shape(self):
+        return list(self._data.shape)
+
+    def layout(self):
+        return self._layout
+
+    @property
+    def dtype(self):
+        return types.to_dali_type(self._data.dtype)
+
+    def as_torch(self):
+        return self._data
+
+    def __dlpack__(self, *args, **kwargs):
+        return self._data.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._data.__dlpack_device__()
+
+
+class TensorCPU(Tensor):
+    def __array__(self, dtype=None, copy=None):
+        arr = self._data.numpy()
+        return arr if dtype is None else arr.astype(dtype)
+
+    def as_cpu(self):
+        return self
+
+
+class TensorGPU(Tensor):
+    def as_cpu(self):
+        return TensorCPU(self._data.cpu(), self._layout)
+
+    @property
+    def __cuda_array_interface__(self):
+        return self._data.__cuda_array_interface__
+
+
+def to_torch_samples(data, operator="", arg="data"):
+    """Normalise user data (NumPy, torch, CuPy, DLPack, `__cuda_array_interface__`,
+    TensorLists, or a list of any of those) into a list of torch tensors, or a dense
+    batched tensor when given one array."""
+    if isinstance(data, TensorList):
+        return data.as_torch() if data._dense is not None else data.as_torch_list()
+    if isinstance(data, (list, tuple)):
+        return [to_torch_array(x, operator, arg) for x in data]
+    return to_torch_array(data, operator, arg)
+
+
+def to_torch_array(x, operator="", arg="data"):
+    """One array-like as a torch tensor, sharing memory where the source allows it."""
+    if isinstance(x, torch.Tensor):
+        return x
+    if isinstance(x, Tensor):
+        return x.as_torch()
+    if isinstance(x, np.ndarray):
+        if x.dtype == object:
+            raise TypeError(f"{operator}: {arg} holds Python objects, not numbers")
+        if not x.flags.writeable:
+            x = x.copy()
+        return torch.from_numpy(np.ascontiguousarray(x))
+    if hasattr(x, "__cuda_array_interface__") or hasattr(x, "__dlpack__"):
+        return torch.from_dlpack(x) if hasattr(x, "__dlpack__") else torch.as_tensor(x, device="cuda")
+    if type(x).__name__ == "PyCapsule":
+        return torch.utils.dlpack.from_dlpack(x)
+    if isinstance(x, (int, float, bool, np.generic)):
+        return torch.from_numpy(np.asarray(x))
+    raise TypeError(f"{operator}: {arg} of type {type(x).__name__} is not an array "
+                    "(expected NumPy, torch, CuPy, DLPack or a list of them)")
