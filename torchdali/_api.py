@@ -16,7 +16,11 @@ def make_fn(op_schema):
 
 def make_ops_class(op_schema, class_name):
     """A DALI-style operator class: arguments at construction, inputs at call."""
-    def __init__(self, **kwargs):
+    def __init__(self, *args, **kwargs):
+        if len(args) > len(op_schema.positional_args):
+            raise TypeError(f"ops.{class_name}: takes inputs when called, not when constructed")
+        for name, value in zip(op_schema.positional_args, args):
+            kwargs[name] = value
         constants = {k: v for k, v in kwargs.items() if not hasattr(v, "source")}
         op_schema.check_args(constants, arg_inputs=[k for k in kwargs if k not in constants])
         self._kwargs = kwargs
@@ -30,7 +34,7 @@ def make_ops_class(op_schema, class_name):
     return cls
 
 
-def _submodule(root, path, module_name):
+def _submodule(root, path):
     mod = root
     for part in path:
         child = getattr(mod, part, None)
@@ -46,9 +50,9 @@ def populate(fn_module, ops_module):
     for op_schema in _schema.all_schemas().values():
         if op_schema.internal:
             continue
-        target = _submodule(fn_module, op_schema.module_path, fn_module.__name__)
+        target = _submodule(fn_module, op_schema.module_path)
         setattr(target, op_schema.fn_name, make_fn(op_schema))
         for class_path in op_schema.class_names:
             *path, cls_name = class_path.split(".")
-            setattr(_submodule(ops_module, path, ops_module.__name__), cls_name,
+            setattr(_submodule(ops_module, path), cls_name,
                     make_ops_class(op_schema, cls_name))

@@ -57,19 +57,22 @@ class Executor:
         order = topological_order(outputs, sinks)
         # Stable sort: every edge goes from an earlier or equal stage, so order holds.
         order.sort(key=lambda n: (_STAGE_RANK[n.device], 0 if n.schema.impl.is_source and not n.inputs else 1))
-        all_ids = sorted(n.id for n in order)
+        rank = {op_id: i for i, op_id in enumerate(sorted(n.id for n in order))}
         self.steps = []
         for node in order:
             seed = node.args.get("seed", -1)
             if seed is None or seed == -1:
-                seed = derive_seed(pipe._seed_value, all_ids.index(node.id))
+                seed = derive_seed(pipe._seed_value, rank[node.id])
             spec = OpSpec(
                 schema=node.schema, name=node.name, device=node.device,
                 args={k: v for k, v in node.args.items() if k not in node.arg_inputs},
                 arg_input_names=tuple(node.arg_inputs), num_outputs=len(node.outputs), seed=seed,
                 max_batch_size=pipe.max_batch_size, num_threads=pipe.num_threads,
                 device_id=pipe.device_id, input_devices=tuple(x.device for x in node.inputs))
-            self.steps.append(_Step(node, node.schema.impl(spec)))
+            step = _Step(node, node.schema.impl(spec))
+            # Names that are the same for every instance of one definition (checkpoints).
+            step.key = node.args.get("name") or f"{node.schema.name}#{rank[node.id]}"
+            self.steps.append(step)
         self.cpu_steps = [s for s in self.steps if s.node.device == "cpu"]
         self.gpu_steps = [s for s in self.steps if s.node.device != "cpu"]
         self.uses_gpu = bool(self.gpu_steps) or any(x.device == "gpu" for x in outputs)
@@ -156,10 +159,10 @@ class Executor:
 
     # --- state ---
     def states(self, steps=None):
-        return {s.node.name: s.impl.state_dict() for s in (steps if steps is not None else self.steps)}
+        return {s.key: s.impl.state_dict() for s in (steps if steps is not None else self.steps)}
 
     def load_states(self, states):
-        by_name = {s.node.name: s for s in self.steps}
+        by_name = {s.key: s for s in self.steps}
         missing = set(by_name) ^ set(states)
         if missing:
             raise ValueError(f"the checkpoint does not match this pipeline (operators differ: "

@@ -139,6 +139,14 @@ class OpNode:
         return f"OpNode({self.schema.name}, device={self.device!r}, name={self.name!r})"
 
 
+def _describe(node):
+    """Who produced a DataNode, for error messages."""
+    op = node.source
+    if op.schema.name == "_to_gpu":
+        return f".gpu() of {_describe(op.inputs[0])}"
+    return f"output {node.index} of {op.schema.name} '{op.name}'"
+
+
 def _as_input(value, schema, position):
     """A positional input as a DataNode: constants become `_constant` nodes."""
     if isinstance(value, DataNode):
@@ -192,8 +200,7 @@ def call_operator(name, inputs, kwargs):
         if isinstance(x, DataNode) and x.device == "gpu" and device in ("cpu", "mixed"):
             raise ValueError(
                 f"{schema.name}: the {device.upper()} operator cannot take GPU data as input {i} "
-                f"('{x.name}', produced by {x.source.schema.name if x.source else 'an input'}); "
-                "data can't move from the GPU back to the CPU")
+                f"({_describe(x)}); data can't move from the GPU back to the CPU")
     for key, node in arg_inputs.items():
         if node.device != "cpu":
             raise ValueError(f"{schema.name}: argument input '{key}' ('{node.name}') is GPU data; "

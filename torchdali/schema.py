@@ -5,6 +5,7 @@ through `@register`. `fn`, `ops`, argument checking, error messages and the gene
 docs are all derived from these declarations.
 """
 import dataclasses
+import difflib
 import inspect
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
@@ -176,7 +177,7 @@ class OpSchema:
             if key in self.deprecated_args:
                 continue
             if key not in self.args:
-                close = [a for a in self.args if key.lower() in a or a in key.lower()]
+                close = difflib.get_close_matches(key, list(self.args), n=3)
                 hint = f" (did you mean {', '.join(close[:3])}?)" if close else ""
                 raise TypeError(f"{self.name}: unknown argument '{key}'{hint}")
         for old, new in self.deprecated_args.items():

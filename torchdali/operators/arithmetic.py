@@ -2,7 +2,8 @@
 
 Types follow DALI: Python ints are int32 and Python floats float32 constants,
 two operands promote as C++ does (uint8 + int16 -> int16), `/` always gives a
-float, comparisons give bool."""
+float, `//` and `%` truncate toward zero as in C++ (and `//` of floats is plain
+division), comparisons give bool."""
 import numpy as np
 import torch
 
@@ -13,7 +14,8 @@ from .base import Operator
 
 _BINARY = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "fdiv": torch.true_divide,
-    "div": torch.floor_divide, "mod": torch.remainder, "pow": torch.pow, "fpow": torch.pow,
+    "div": lambda a, b: torch.div(a, b, rounding_mode=None if a.is_floating_point() else "trunc"),
+    "mod": torch.fmod, "pow": torch.pow, "fpow": torch.pow,
     "min": torch.minimum, "max": torch.maximum, "atan2": torch.atan2,
     "eq": torch.eq, "neq": torch.ne, "lt": torch.lt, "leq": torch.le, "gt": torch.gt, "geq": torch.ge,
     "bitand": torch.bitwise_and, "bitor": torch.bitwise_or, "bitxor": torch.bitwise_xor,
