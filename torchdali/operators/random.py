@@ -39,7 +39,9 @@ class _Distribution(RandomOperator):
           args=[Arg("range", FLOATS, [-1.0, 1.0], "[lo, hi) of the distribution.", per_sample=True,
                     check=lambda v: None if len(v) == 2 and v[0] <= v[1] else "must be [lo, hi] with lo <= hi"),
                 Arg("values", FLOATS, None, "Discrete values to draw from instead of a range.", per_sample=True),
-                _SHAPE, Arg("dtype", DTYPE, None, "Output type (FLOAT).")])
+                _SHAPE, Arg("dtype", DTYPE, None, "Output type (FLOAT); integer types draw integers in [lo, hi).",
+                            choices=(types.FLOAT, types.FLOAT64, types.UINT8, types.UINT16, types.UINT32,
+                                     types.INT8, types.INT16, types.INT32, types.INT64))])
 class Uniform(_Distribution):
     """Uniformly distributed numbers in `range`, or drawn from `values`."""
 
@@ -52,14 +54,16 @@ class Uniform(_Distribution):
                 out.append(np.asarray(values, np.float32)[self.rng.integers(0, len(values), shape)].astype(dtype))
             else:
                 lo, hi = args.sample("range", i)
-                out.append(self.rng.uniform(lo, hi, shape).astype(dtype))
+                drawn = self.rng.uniform(lo, hi, shape)
+                out.append((np.floor(drawn) if dtype.kind in "iu" else drawn).astype(dtype))
         return self.finish(out)
 
 
 @register("random.normal", devices=("cpu", "gpu"), inputs=(0, 1), aliases=("NormalDistribution",),
           args=[Arg("mean", FLOAT, 0.0, "Mean.", per_sample=True),
                 Arg("stddev", FLOAT, 1.0, "Standard deviation.", per_sample=True, check=_positive),
-                _SHAPE, Arg("dtype", DTYPE, None, "Output type (FLOAT).")])
+                _SHAPE, Arg("dtype", DTYPE, None, "Output type (FLOAT).",
+                            choices=(types.FLOAT, types.FLOAT64))])
 class Normal(_Distribution):
     """Normally distributed numbers."""
 
@@ -72,7 +76,8 @@ class Normal(_Distribution):
 @register("random.coin_flip", devices=("cpu", "gpu"), inputs=(0, 1), aliases=("CoinFlip",),
           args=[Arg("probability", FLOAT, 0.5, "Probability of a 1.", per_sample=True,
                     check=lambda p: None if 0.0 <= p <= 1.0 else "must be in [0, 1]"),
-                _SHAPE, Arg("dtype", DTYPE, None, "Output type (INT32).")])
+                _SHAPE, Arg("dtype", DTYPE, None, "Output type (INT32).",
+                            choices=(types.BOOL, types.UINT8, types.INT32))])
 class CoinFlip(_Distribution):
     """0/1 values, 1 with `probability` (Bernoulli)."""
 

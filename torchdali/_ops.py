@@ -1,0 +1,73 @@
+"""The compiled torch ops of torchdali (`torch.ops.torchdali.*`), one thin function each,
+with the fake kernel that lets `torch.compile` trace them beside it."""
+from typing import List
+
+import torch
+
+try:
+    from . import _C  # noqa: F401  (loading the library registers the ops)
+except ImportError as e:
+    raise ImportError(
+        "torchdali's C++/CUDA extension (torchdali._C) is not built; build it from the "
+        "repository root with `pip install --no-build-isolation -e .` (or "
+        "`python setup.py build_ext --inplace`)") from e
+
+__all__ = ["crop_mirror_normalize"]
+
+_CMN_IN_DTYPES = (torch.uint8, torch.float16, torch.float32)
+_CMN_OUT_DTYPES = (torch.float32, torch.float16, torch.uint8, torch.int8, torch.int16,
+                   torch.int32)
+
+
+def crop_mirror_normalize(images: List[torch.Tensor], anchors: torch.Tensor,
+                          mirror: torch.Tensor, mean: torch.Tensor, inv_std: torch.Tensor,
+                          crop_h: int, crop_w: int, out_dtype: torch.dtype = torch.float32,
+                          out_chw: bool = True, out_channels: int = 0, scale: float = 1.0,
+                          shift: float = 0.0, fill: torch.Tensor = None) -> torch.Tensor:
+    """Crops, flips and normalizes a batch of HWC images of any sizes into one dense tensor.
+
+    Sample i is cropped at `anchors[i]` = (y, x) to `crop_h` x `crop_w` (pixels outside the
+    image take `fill[c]`), flipped horizontally where `mirror[i]` != 0, and normalized as
+    `(in - mean[c]) * inv_std[c] * scale + shift`, rounded and saturated to `out_dtype`.
+    Output: [N, out_channels, crop_h, crop_w] if `out_chw` else [N, crop_h, crop_w,
+    out_channels]; `out_channels` = 0 means C; channels >= C hold `fill[c]` (default 0).
+    """
+    if out_channels == 0:
+        out_channels = images[0].shape[-1]
+    if fill is None:
+        fill = torch.zeros(1, dtype=torch.float32)
+    return torch.ops.torchdali.crop_mirror_normalize.default(
+        images, anchors, mirror, mean, inv_std, crop_h, crop_w, out_dtype, out_chw,
+        out_channels, scale, shift, fill)
+
+
+@torch.library.register_fake("torchdali::crop_mirror_normalize")
+def _crop_mirror_normalize_fake(images, anchors, mirror, mean, inv_std, crop_h, crop_w,
+                                out_dtype, out_chw, out_channels, scale, shift, fill):
+    n = len(images)
+    torch._check_value(n > 0, lambda: "crop_mirror_normalize: `images` must hold an image")
+    c = images[0].shape[-1]
+    for i, im in enumerate(images):
+        torch._check_value(im.dim() == 3, lambda: (
+            f"crop_mirror_normalize: `images` must be HWC (3 dims), sample {i} has shape "
+            f"{tuple(im.shape)}"))
+        torch._check_value(im.shape[2] == c, lambda: (
+            f"crop_mirror_normalize: all `images` must have the same number of channels; "
+            f"sample 0 has {c}, sample {i} has {im.shape[2]}"))
+        torch._check_type(im.dtype == images[0].dtype and im.dtype in _CMN_IN_DTYPES,
+                          lambda: f"crop_mirror_normalize: bad `images` dtype {im.dtype}")
+    torch._check_value(anchors.dim() == 2 and anchors.shape[0] == n and anchors.shape[1] == 2,
+                       lambda: (f"crop_mirror_normalize: `anchors` must have shape [{n}, 2], "
+                                f"got {tuple(anchors.shape)}"))
+    torch._check_value(mirror.dim() == 1 and mirror.shape[0] == n, lambda: (
+        f"crop_mirror_normalize: `mirror` must have shape [{n}], got {tuple(mirror.shape)}"))
+    torch._check_value(crop_h > 0 and crop_w > 0, lambda: (
+        f"crop_mirror_normalize: `crop_h` and `crop_w` must be positive, got crop_h={crop_h}, "
+        f"crop_w={crop_w}"))
+    torch._check_value(out_channels >= c, lambda: (
+        f"crop_mirror_normalize: `out_channels` ({out_channels}) must be >= the number of "
+        f"input channels ({c})"))
+    torch._check_type(out_dtype in _CMN_OUT_DTYPES,
+                      lambda: f"crop_mirror_normalize: unsupported `out_dtype` {out_dtype}")
+    shape = (n, out_channels, crop_h, crop_w) if out_chw else (n, crop_h, crop_w, out_channels)
+    return images[0].new_empty(shape, dtype=out_dtype)
