@@ -38,7 +38,6 @@ class _Iteration:
         self.index = index
         self.ctx = ctx
         self.data = {}
-        self.state = {}  # operator states before this iteration ran (checkpoints)
         self.event = None
         self.outputs = None
 
@@ -84,22 +83,22 @@ class Executor:
             self.cuda_device = torch.device("cuda", pipe.device_id)
             self.stream = torch.cuda.Stream(self.cuda_device)
         self.iteration = 0
+        self.state_lock = threading.Lock()
+        self.snapshots = {}  # iteration index -> operator states before it ran (checkpoints)
 
     # --- one iteration, stage by stage ---
     def run_cpu_stage(self):
         ctx = RunContext(iteration=self.iteration, batch_size=self.pipe.max_batch_size,
                          thread_pool=self.pool, cuda_device=self.cuda_device)
         it = _Iteration(self.iteration, ctx)
+        self._snapshot(it.index, self.cpu_steps)
         self.iteration += 1
-        if self.pipe._enable_checkpointing:
-            it.state.update(self.states(self.cpu_steps))
         for step in self.cpu_steps:
             self._run_step(step, it)
         return it
 
     def run_gpu_stage(self, it):
-        if self.pipe._enable_checkpointing:
-            it.state.update(self.states(self.gpu_steps))
+        self._snapshot(it.index, self.gpu_steps)
         if self.stream is not None:
             with torch.cuda.device(self.cuda_device), torch.cuda.stream(self.stream):
                 for step in self.gpu_steps:
@@ -158,6 +157,24 @@ class Executor:
         it.ctx.dropped.clear()
 
     # --- state ---
+    def _snapshot(self, index, steps):
+        """Record the states of `steps` before they run iteration `index`."""
+        if self.pipe._enable_checkpointing:
+            with self.state_lock:
+                self.snapshots.setdefault(index, {}).update(self.states(steps))
+
+    def state_before(self, index):
+        """All operator states as they were before iteration `index` (the next one to be
+        returned): recorded if a stage of it has started, else the current ones."""
+        with self.state_lock:
+            for old in [k for k in self.snapshots if k < index]:
+                del self.snapshots[old]
+            state = dict(self.snapshots.get(index, {}))
+            for step in self.steps:
+                if step.key not in state:
+                    state[step.key] = step.impl.state_dict()
+            return state
+
     def states(self, steps=None):
         return {s.key: s.impl.state_dict() for s in (steps if steps is not None else self.steps)}
 

@@ -79,6 +79,7 @@ class Pipeline:
         self._shared = None
         self._api_mode = None
         self._restored = False
+        self._next_index = 0  # the iteration the next outputs() returns
 
     # --- properties ---
     @property
@@ -273,7 +274,7 @@ class Pipeline:
         item = self._runner.next()
         if isinstance(item, _Failure):
             raise item.exc
-        self._last_state = item.state
+        self._next_index = item.index + 1
         outs = item.outputs
         self._check_outputs(outs)
         if item.event is not None:
@@ -324,6 +325,7 @@ class Pipeline:
             return
         self._runner.clear()
         self._executor.reset()
+        self._next_index = self._executor.iteration
         self._first_run = True
 
     def empty(self):
@@ -365,8 +367,7 @@ class Pipeline:
         if not self._enable_checkpointing:
             raise RuntimeError("checkpoint() needs enable_checkpointing=True")
         self.build()
-        pending = [p for p in self._runner.pending() if not isinstance(p, _Failure)]
-        states = pending[0].state if pending else self._executor.states()
+        states = self._executor.state_before(self._next_index)
         text = json.dumps({"format": "torchdali-checkpoint", "version": _CHECKPOINT_VERSION,
                            "operators": states}, default=_json_default)
         if filename is not None:
