@@ -395,3 +395,21 @@ def test_checkpoint_resumes_random_operators_and_sources():
         pipe(checkpoint="{}").build()
     with pytest.raises(RuntimeError, match="enable_checkpointing"):
         pipe(enable_checkpointing=False).checkpoint()
+
+
+def test_deleted_pipeline_stops_its_threads():
+    import gc
+    import threading
+
+    def make():
+        @pipeline_def(batch_size=1, num_threads=1, device_id=None)
+        def pipe():
+            return fn.random.uniform()
+        p = pipe()
+        p.run()
+
+    before = threading.active_count()
+    for _ in range(5):
+        make()
+    gc.collect()
+    assert threading.active_count() <= before + 1

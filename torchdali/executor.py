@@ -51,7 +51,10 @@ class Executor:
     """Plans the graph once at build time, then executes iterations."""
 
     def __init__(self, pipe, outputs, sinks):
-        self.pipe = pipe
+        # No reference to `pipe` is kept: the runner threads hold the executor, and the
+        # pipeline must stay collectable so that its __del__ stops them.
+        self.max_batch_size = pipe.max_batch_size
+        self.checkpointing = pipe._enable_checkpointing
         self.outputs = [(x.source.id, x.index) for x in outputs]
         order = topological_order(outputs, sinks)
         # Stable sort: every edge goes from an earlier or equal stage, so order holds.
@@ -88,7 +91,7 @@ class Executor:
 
     # --- one iteration, stage by stage ---
     def run_cpu_stage(self):
-        ctx = RunContext(iteration=self.iteration, batch_size=self.pipe.max_batch_size,
+        ctx = RunContext(iteration=self.iteration, batch_size=self.max_batch_size,
                          thread_pool=self.pool, cuda_device=self.cuda_device)
         it = _Iteration(self.iteration, ctx)
         self._snapshot(it.index, self.cpu_steps)
@@ -159,7 +162,7 @@ class Executor:
     # --- state ---
     def _snapshot(self, index, steps):
         """Record the states of `steps` before they run iteration `index`."""
-        if self.pipe._enable_checkpointing:
+        if self.checkpointing:
             with self.state_lock:
                 self.snapshots.setdefault(index, {}).update(self.states(steps))
 

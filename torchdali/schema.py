@@ -6,6 +6,7 @@ docs are all derived from these declarations.
 """
 import dataclasses
 import difflib
+import warnings
 import inspect
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
@@ -151,7 +152,8 @@ class OpSchema:
     side_effects: bool = False
     input_names: Tuple[str, ...] = ()
     internal: bool = False  # not exposed in fn/ops (graph plumbing)
-    deprecated_args: Dict[str, str] = dataclasses.field(default_factory=dict)  # old -> new
+    # old name -> new name, or None for an argument that is ignored now
+    deprecated_args: Dict[str, Optional[str]] = dataclasses.field(default_factory=dict)
     positional_args: Tuple[str, ...] = ()  # arguments that may be given positionally after the inputs
 
     @property
@@ -181,11 +183,19 @@ class OpSchema:
                 hint = f" (did you mean {', '.join(close[:3])}?)" if close else ""
                 raise TypeError(f"{self.name}: unknown argument '{key}'{hint}")
         for old, new in self.deprecated_args.items():
-            if old in kwargs:
-                if new in kwargs:
-                    raise TypeError(f"{self.name}: '{old}' is a deprecated alias of '{new}'; give only one")
-                kwargs = dict(kwargs)
-                kwargs[new] = kwargs.pop(old)
+            if old not in kwargs:
+                continue
+            kwargs = dict(kwargs)
+            value = kwargs.pop(old)
+            if new is None:
+                warnings.warn(f"{self.name}: the argument '{old}' is no longer used and is ignored",
+                              DeprecationWarning, stacklevel=4)
+                continue
+            if new in kwargs:
+                raise TypeError(f"{self.name}: '{old}' is a deprecated alias of '{new}'; give only one")
+            warnings.warn(f"{self.name}: the argument '{old}' is a deprecated alias of '{new}'",
+                          DeprecationWarning, stacklevel=4)
+            kwargs[new] = value
         for name, arg in self.args.items():
             if name in arg_inputs:
                 if not arg.per_sample:
