@@ -45,7 +45,8 @@ def test_tensor_list_accessors():
     assert isinstance(dense.at(1), np.ndarray) and dense.at(1).tolist() == [2, 3]
     assert np.array(dense.as_tensor()).shape == (3, 2) and dense.as_tensor().shape() == [3, 2]
     assert dense.as_cpu() is dense
-    assert [a.tolist() for a in dense] == [[0, 1], [2, 3], [4, 5]]
+    assert [np.array(t).tolist() for t in dense] == [[0, 1], [2, 3], [4, 5]]
+    assert dense[1].shape() == [2] and dense[1].layout() == "W" and dense[1].source_info() == ""
     t = dense.as_torch()
     assert t.shape == (3, 2) and dense.as_torch() is t
     assert t.data_ptr() == dense.at(0).ctypes.data  # samples are views of the batch

@@ -39,10 +39,13 @@ class TensorList:
         return len(self._samples)
 
     def __iter__(self):
-        return (self.at(i) for i in range(len(self)))
+        return (self[i] for i in range(len(self)))
 
     def __getitem__(self, i):
-        return self.at(i)
+        """Sample i as a Tensor (DALI's TensorCPU/TensorGPU), with its source_info."""
+        info = self.source_info[i] if self.source_info else ""
+        cls = TensorGPU if self.device == "gpu" else TensorCPU
+        return cls(self._samples[i], self._layout, info)
 
     def layout(self):
         return self._layout
@@ -143,9 +146,14 @@ class TensorListGPU(TensorList):
 class Tensor:
     """One dense tensor (a sample or a whole dense batch)."""
 
-    def __init__(self, data, layout=""):
+    def __init__(self, data, layout="", source_info=""):
         self._data = data
         self._layout = layout
+        self._source_info = source_info
+
+    def source_info(self):
+        """Where the sample came from (e.g. its file name), or ""."""
+        return self._source_info
 
     def shape(self):
         return list(self._data.shape)
@@ -178,7 +186,7 @@ class TensorCPU(Tensor):
 
 class TensorGPU(Tensor):
     def as_cpu(self):
-        return TensorCPU(self._data.cpu(), self._layout)
+        return TensorCPU(self._data.cpu(), self._layout, self._source_info)
 
     @property
     def __cuda_array_interface__(self):
