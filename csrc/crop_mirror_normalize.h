@@ -1,0 +1,189 @@
+// torchdali::crop_mirror_normalize — argument checks and per-pixel math shared by the
+// CPU (csrc/cpu) and CUDA (csrc/cuda) kernels. Schema and semantics: csrc/ops.cpp.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <c10/macros/Macros.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+namespace torchdali {
+namespace cmn {
+
+// Float to output type the way DALI's ConvertSat does it: round to nearest with ties away
+// from zero (roundf on both CPU and CUDA; DALI casts 2.5 to 3 and -0.5 to -1) and saturate
+// to the type's range; NaN becomes 0.
+template <typename T>
+C10_HOST_DEVICE inline T convert_sat(float v) {
+  if constexpr (std::is_integral_v<T>) {
+    constexpr float lo = static_cast<float>(std::numeric_limits<T>::min());
+    constexpr float hi = static_cast<float>(std::numeric_limits<T>::max());
+    if (!(v == v)) return T(0);
+    if (v <= lo) return std::numeric_limits<T>::min();
+    if (v >= hi) return std::numeric_limits<T>::max();  // int32: hi rounds up to 2^31
+    return static_cast<T>(::roundf(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+// Everything a kernel needs, validated and normalized: `mean`/`inv_std` are float32 [C],
+// `fill` float32 [out_channels], `anchors` int64 [N, 2], `mirror` uint8 [N], all contiguous.
+// These small parameters stay on the CPU when given there (the CUDA kernel uploads them in
+// one copy, without waiting for the GPU) and otherwise move to the images' device.
+struct Args {
+  std::vector<at::Tensor> images;
+  at::Tensor anchors, mirror, mean, inv_std, fill;
+  int64_t n = 0, channels = 0;
+  at::Tensor out;
+};
+
+inline bool is_allowed_input(at::ScalarType t) {
+  return t == at::kByte || t == at::kHalf || t == at::kFloat;
+}
+
+inline bool is_allowed_output(at::ScalarType t) {
+  return t == at::kFloat || t == at::kHalf || t == at::kByte || t == at::kChar ||
+         t == at::kShort || t == at::kInt;
+}
+
+// Where a small parameter is kept: on the CPU if given there, else on the images' device.
+inline at::Device param_device(const at::Tensor& t, const at::Device& images_device) {
+  return t.is_cpu() ? t.device() : images_device;
+}
+
+// A per-channel parameter of length 1 or `c` as a contiguous float32 [c] tensor.
+inline at::Tensor per_channel(const at::Tensor& t, const char* name, int64_t c,
+                              const at::Device& device) {
+  TORCH_CHECK_VALUE(t.dim() == 1 && (t.size(0) == 1 || t.size(0) == c),
+                    "crop_mirror_normalize: `", name, "` must have 1 or ", c,
+                    " (the number of channels) elements, got shape ", t.sizes());
+  return t.to(param_device(t, device), at::kFloat).expand({c}).contiguous();
+}
+
+inline Args prepare(const at::TensorList& images, const at::Tensor& anchors,
+                    const at::Tensor& mirror, const at::Tensor& mean,
+                    const at::Tensor& inv_std, int64_t crop_h, int64_t crop_w,
+                    at::ScalarType out_dtype, bool out_chw, int64_t out_channels,
+                    const at::Tensor& fill) {
+  Args a;
+  a.n = static_cast<int64_t>(images.size());
+  TORCH_CHECK_VALUE(a.n > 0, "crop_mirror_normalize: `images` must hold at least one image");
+  const at::Tensor& first = images[0];
+  TORCH_CHECK_VALUE(first.dim() == 3, "crop_mirror_normalize: `images` must be HWC (3 dims), "
+                    "sample 0 has shape ", first.sizes());
+  TORCH_CHECK_TYPE(is_allowed_input(first.scalar_type()),
+                   "crop_mirror_normalize: `images` must be uint8, float16 or float32, got ",
+                   first.scalar_type());
+  a.channels = first.size(2);
+  TORCH_CHECK_VALUE(a.channels > 0, "crop_mirror_normalize: `images` must have channels");
+  const at::Device device = first.device();
+  a.images.reserve(a.n);
+  for (int64_t i = 0; i < a.n; ++i) {
+    const at::Tensor& im = images[i];
+    TORCH_CHECK_VALUE(im.dim() == 3, "crop_mirror_normalize: `images` must be HWC (3 dims), "
+                      "sample ", i, " has shape ", im.sizes());
+    TORCH_CHECK_VALUE(im.size(2) == a.channels,
+                      "crop_mirror_normalize: all `images` must have the same number of "
+                      "channels; sample 0 has ", a.channels, ", sample ", i, " has ",
+                      im.size(2));
+    TORCH_CHECK_TYPE(im.scalar_type() == first.scalar_type(),
+                     "crop_mirror_normalize: all `images` must have the same dtype; sample 0 "
+                     "is ", first.scalar_type(), ", sample ", i, " is ", im.scalar_type());
+    TORCH_CHECK_VALUE(im.device() == device, "crop_mirror_normalize: all `images` must be on "
+                      "one device; sample 0 is on ", device, ", sample ", i, " on ",
+                      im.device());
+    a.images.push_back(im.contiguous());
+  }
+  TORCH_CHECK_VALUE(crop_h > 0 && crop_w > 0, "crop_mirror_normalize: `crop_h` and `crop_w` "
+                    "must be positive, got crop_h=", crop_h, ", crop_w=", crop_w);
+  TORCH_CHECK_VALUE(out_channels >= a.channels, "crop_mirror_normalize: `out_channels` (",
+                    out_channels, ") must be >= the number of input channels (", a.channels,
+                    ")");
+  TORCH_CHECK_TYPE(is_allowed_output(out_dtype), "crop_mirror_normalize: `out_dtype` must be "
+                   "float32, float16, uint8, int8, int16 or int32, got ", out_dtype);
+  TORCH_CHECK_VALUE(anchors.dim() == 2 && anchors.size(0) == a.n && anchors.size(1) == 2,
+                    "crop_mirror_normalize: `anchors` must have shape [", a.n, ", 2], got ",
+                    anchors.sizes());
+  TORCH_CHECK_TYPE(!at::isFloatingType(anchors.scalar_type()) &&
+                       !at::isComplexType(anchors.scalar_type()),
+                   "crop_mirror_normalize: `anchors` must be an integer tensor, got ",
+                   anchors.scalar_type());
+  TORCH_CHECK_VALUE(mirror.dim() == 1 && mirror.size(0) == a.n,
+                    "crop_mirror_normalize: `mirror` must have shape [", a.n, "], got ",
+                    mirror.sizes());
+  a.anchors = anchors.to(param_device(anchors, device), at::kLong).contiguous();
+  a.mirror = mirror.ne(0).to(param_device(mirror, device), at::kByte).contiguous();
+  a.mean = per_channel(mean, "mean", a.channels, device);
+  a.inv_std = per_channel(inv_std, "inv_std", a.channels, device);
+
+  // fill: one value for every channel, one per output channel, or one per input channel
+  // (then the padded channels get 0).
+  TORCH_CHECK_VALUE(fill.dim() == 1 && (fill.size(0) == 1 || fill.size(0) == a.channels ||
+                                        fill.size(0) == out_channels),
+                    "crop_mirror_normalize: `fill` must have 1, ", a.channels, " or ",
+                    out_channels, " elements, got shape ", fill.sizes());
+  at::Tensor f = fill.to(param_device(fill, device), at::kFloat);
+  if (f.size(0) == 1) {
+    f = f.expand({out_channels});
+  } else if (f.size(0) < out_channels) {
+    f = at::cat({f, at::zeros({out_channels - f.size(0)}, f.options())});
+  }
+  a.fill = f.contiguous();
+
+  std::vector<int64_t> shape = out_chw
+      ? std::vector<int64_t>{a.n, out_channels, crop_h, crop_w}
+      : std::vector<int64_t>{a.n, crop_h, crop_w, out_channels};
+  a.out = at::empty(shape, first.options().dtype(out_dtype));
+  return a;
+}
+
+// Calls f(In{}, Out{}) with the C++ types of the input and output dtypes.
+template <typename In, typename F>
+void dispatch_out(at::ScalarType out, F&& f) {
+  switch (out) {
+    case at::kFloat: f(In{}, float{}); break;
+    case at::kHalf: f(In{}, at::Half{}); break;
+    case at::kByte: f(In{}, uint8_t{}); break;
+    case at::kChar: f(In{}, int8_t{}); break;
+    case at::kShort: f(In{}, int16_t{}); break;
+    case at::kInt: f(In{}, int32_t{}); break;
+    default: TORCH_CHECK_TYPE(false, "crop_mirror_normalize: unsupported `out_dtype` ", out);
+  }
+}
+
+template <typename F>
+void dispatch(at::ScalarType in, at::ScalarType out, F&& f) {
+  switch (in) {
+    case at::kByte: dispatch_out<uint8_t>(out, f); break;
+    case at::kHalf: dispatch_out<at::Half>(out, f); break;
+    case at::kFloat: dispatch_out<float>(out, f); break;
+    default: TORCH_CHECK_TYPE(false, "crop_mirror_normalize: unsupported `images` dtype ", in);
+  }
+}
+
+// Writes one output pixel (all out_channels channels). `in_px` is the input pixel or null
+// when it lies outside the image; `cstride` is the output's channel stride.
+template <typename In, typename Out>
+C10_HOST_DEVICE inline void write_pixel(const In* in_px, Out* out_px, int64_t cstride,
+                                        int64_t channels, int64_t out_channels,
+                                        const float* mean, const float* inv_std,
+                                        const float* fill, float scale, float shift) {
+  if (in_px == nullptr) {
+    for (int64_t c = 0; c < out_channels; ++c) out_px[c * cstride] = convert_sat<Out>(fill[c]);
+    return;
+  }
+  for (int64_t c = 0; c < channels; ++c) {
+    float v = (static_cast<float>(in_px[c]) - mean[c]) * inv_std[c] * scale + shift;
+    out_px[c * cstride] = convert_sat<Out>(v);
+  }
+  for (int64_t c = channels; c < out_channels; ++c)
+    out_px[c * cstride] = convert_sat<Out>(fill[c]);
+}
+
+}  // namespace cmn
+}  // namespace torchdali

@@ -1,0 +1,53 @@
+"""Builds torchdali and its extension torchdali._C (C++ CPU kernels, CUDA kernels when
+possible). `pip install --no-build-isolation -e .` or `python setup.py build_ext --inplace`;
+TORCHDALI_CPU_ONLY=1 skips CUDA; TORCH_CUDA_ARCH_LIST picks the GPU architectures."""
+import glob
+import os
+
+import torch
+from setuptools import find_packages, setup
+from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _with_cuda():
+    if os.environ.get("TORCHDALI_CPU_ONLY", "0") not in ("", "0"):
+        return False
+    if torch.version.cuda is None or CUDA_HOME is None:
+        return False
+    # torch may guess CUDA_HOME from an nvcc wrapper (e.g. /usr/local/bin/nvcc -> /usr/local).
+    if not os.path.exists(os.path.join(CUDA_HOME, "include", "cuda_runtime.h")):
+        print(f"torchdali: no CUDA headers under CUDA_HOME={CUDA_HOME}; building CPU-only "
+              "(set CUDA_HOME, e.g. /usr/local/cuda, for the CUDA kernels)")
+        return False
+    return os.path.exists(os.path.join(CUDA_HOME, "bin", "nvcc"))
+
+
+def _sources(pattern):
+    # Relative paths: setuptools wants them, and they keep build logs short.
+    return sorted(os.path.relpath(p, HERE) for p in glob.glob(os.path.join(HERE, pattern)))
+
+
+def _extension():
+    sources = _sources("csrc/*.cpp") + _sources("csrc/cpu/*.cpp")
+    # The C++ standard is left to torch: its headers need C++17 or, from 2.10 on, C++20.
+    extra = {"cxx": ["-O3"]}
+    if _with_cuda():
+        extra["nvcc"] = ["-O3", "--expt-relaxed-constexpr"]
+        return CUDAExtension("torchdali._C", sources + _sources("csrc/cuda/*.cu"),
+                             extra_compile_args=extra)
+    return CppExtension("torchdali._C", sources, extra_compile_args=extra)
+
+
+setup(
+    name="torchdali",
+    version="0.1.0",
+    description="NVIDIA DALI's pipeline API, native to PyTorch",
+    packages=find_packages(include=["torchdali", "torchdali.*"]),
+    ext_modules=[_extension()],
+    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+    install_requires=["torch", "torchvision", "numpy", "pillow"],
+    extras_require={"test": ["pytest"]},
+    python_requires=">=3.9",
+)
