@@ -1,0 +1,34 @@
+"""The operator registry is the single source of fn, ops and docs."""
+import pathlib
+
+import torchdali as dali
+from torchdali import schema
+from torchdali.docs import operator_reference
+
+
+def test_every_public_operator_is_in_fn_and_ops():
+    for op in schema.all_schemas().values():
+        if op.internal:
+            continue
+        module = dali.fn
+        for part in op.module_path:
+            module = getattr(module, part)
+        assert getattr(module, op.fn_name).__doc__.startswith(op.doc.strip()[:20])
+        for class_path in op.class_names:
+            target = dali.ops
+            for part in class_path.split("."):
+                target = getattr(target, part)
+            assert target.schema is op
+
+
+def test_legacy_class_names():
+    for name in ("FileReader", "ImageDecoder", "CoinFlip", "Uniform", "CropMirrorNormalize", "Cast",
+                 "ExternalSource"):
+        assert hasattr(dali.ops, name), name
+    assert dali.ops.readers.File.schema is dali.ops.FileReader.schema
+
+
+def test_committed_operator_reference_is_current():
+    path = pathlib.Path(__file__).parent.parent / "docs" / "operators.md"
+    assert path.read_text() == operator_reference(), \
+        "docs/operators.md is stale: run `python -m torchdali.docs > docs/operators.md`"
