@@ -11,7 +11,7 @@ from PIL import Image, ImageOps
 
 import torchdali
 from torchdali import fn, pipeline_def, types
-from torchdali.operators.decoders import apply_orientation
+from torchdali.operators.decoders import apply_orientation, exif_orientation
 
 from conftest import as_numpy_batch, dali_or_skip, requires_cuda
 
@@ -113,6 +113,14 @@ def test_apply_orientation_matches_pillow(orientation):
     np.testing.assert_array_equal(got, ref)
 
 
+def test_exif_orientation_parser(files):
+    for k in range(1, 9):
+        data = torch.frombuffer(bytearray(open(files[f"exif{k}"], "rb").read()), dtype=torch.uint8)
+        assert exif_orientation(data) == k
+    plain = torch.frombuffer(bytearray(open(files["baseline"], "rb").read()), dtype=torch.uint8)
+    assert exif_orientation(plain) == 1
+
+
 @pytest.mark.parametrize("kind", ["baseline", "progressive", "gray", "cmyk", "png_rgba", "exif6", "exif7"])
 @pytest.mark.parametrize("output_type", [types.RGB, types.BGR, types.GRAY])
 def test_against_dali(files, kind, output_type):
@@ -190,7 +198,10 @@ def test_mixed_matches_cpu(files, output_type):
     for i, key in enumerate(keys):
         a, b = np.array(cpu.at(i)).astype(int), gpu.at(i).cpu().numpy().astype(int)
         assert a.shape == b.shape, key
-        assert np.abs(a - b).mean() < 2.0, key
+        # nvJPEG and libjpeg-turbo upsample chroma differently: a few levels on this
+        # small, noisy image; non-JPEG files take the CPU path and match exactly.
+        limit = 0.0 if key in ("png_rgba", "bmp") else 5.0
+        assert np.abs(a - b).mean() <= limit, key
 
 
 @requires_cuda

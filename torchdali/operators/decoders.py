@@ -92,13 +92,41 @@ def _reason(exc):
 
 
 def exif_orientation(data):
-    """The EXIF orientation tag (1-8) of an encoded image, 1 when absent."""
-    from PIL import Image
+    """The EXIF orientation tag (1-8) of an encoded JPEG (1D uint8 tensor), 1 when absent.
 
-    try:
-        return int(Image.open(io.BytesIO(data.numpy().tobytes())).getexif().get(0x0112, 1))
-    except Exception:  # noqa: BLE001  (no or broken EXIF: nothing to apply)
+    Reads the marker segments up to the image data, without decoding anything."""
+    head = data[:65536].numpy().tobytes()
+    pos = 2
+    while pos + 4 <= len(head) and head[pos] == 0xFF:
+        marker, length = head[pos + 1], int.from_bytes(head[pos + 2:pos + 4], "big")
+        if marker == 0xDA:  # start of scan: no EXIF before the image data
+            break
+        seg = head[pos + 4:pos + 2 + length]
+        if marker == 0xE1 and seg[:6] == b"Exif\0\0":
+            return _tiff_orientation(seg[6:])
+        pos += 2 + length
+    return 1
+
+
+def _tiff_orientation(tiff):
+    order = {b"II": "little", b"MM": "big"}.get(tiff[:2])
+    if order is None or len(tiff) < 8:
         return 1
+    ifd = int.from_bytes(tiff[4:8], order)
+    count = int.from_bytes(tiff[ifd:ifd + 2], order) if ifd + 2 <= len(tiff) else 0
+    for k in range(count):
+        entry = tiff[ifd + 2 + 12 * k: ifd + 14 + 12 * k]
+        if len(entry) == 12 and int.from_bytes(entry[:2], order) == 0x0112:
+            value = int.from_bytes(entry[8:10], order)
+            return value if 1 <= value <= 8 else 1
+    return 1
+
+
+def _has_end_marker(data):
+    """True when a JPEG ends with its EOI marker (possibly followed by padding): truncated
+    files don't, and nvJPEG would decode them silently where libjpeg reports them."""
+    tail = data[-64:].numpy().tobytes()
+    return b"\xff\xd9" in tail
 
 
 def apply_orientation(chw, orientation):
@@ -190,7 +218,9 @@ class ImageDecoder(Operator):
     def _decode_mixed(self, data, errors, ctx):
         device = ctx.cuda_device
         out = [None] * len(data)
-        jpegs = [i for i, d in enumerate(data) if d.numel() >= 3 and bytes(d[:3].tolist()) == _JPEG_MAGIC]
+        # JPEGs go to nvJPEG; other formats, and truncated JPEGs (for libjpeg's error), to the CPU.
+        jpegs = [i for i, d in enumerate(data)
+                 if d.numel() >= 3 and d[:3].numpy().tobytes() == _JPEG_MAGIC and _has_end_marker(d)]
         if jpegs:
             mode = _tv_mode(self.output_type)
             try:

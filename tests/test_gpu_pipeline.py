@@ -1,0 +1,79 @@
+"""The mixed and GPU stages: transfers, GPU operators, streams, the mixed ImageNet pipeline."""
+import numpy as np
+import pytest
+import torch
+
+from torchdali import fn, pipeline_def, types
+from torchdali.sample_data import write_sample_dataset
+from torchdali.tensor_list import TensorListCPU, TensorListGPU
+
+from conftest import requires_cuda
+
+pytestmark = requires_cuda
+
+
+@pytest.mark.parametrize("exec_async", [True, False])
+def test_gpu_transfer_and_gpu_operators(exec_async):
+    @pipeline_def(batch_size=4, num_threads=2, device_id=0, seed=1, exec_async=exec_async,
+                  exec_pipelined=exec_async)
+    def pipe():
+        x = fn.external_source(lambda i: np.full((4, 2, 3), i, np.float32), layout="HW")
+        g = x.gpu()
+        scale = fn.random.uniform(range=(1.0, 2.0))
+        return g * 2 + 1, fn.cast(g, dtype=types.UINT8), x, g.shape(), scale, g[0]
+
+    p = pipe()
+    for i in range(3):
+        y, u8, x, shape, scale, row = p.run()
+        assert isinstance(y, TensorListGPU) and isinstance(x, TensorListCPU)
+        assert y.layout() == "HW" and y.as_torch().is_cuda
+        assert torch.equal(y.as_torch().cpu(), torch.full((4, 2, 3), 2.0 * i + 1))
+        assert u8.dtype == types.UINT8 and y.as_cpu().at(0).shape == (2, 3)
+        assert shape.as_torch().tolist() == [[2, 3]] * 4 and row.shape() == [[3]] * 4
+    assert p.output_stream() is not None
+
+
+def test_gpu_external_source_and_outputs_on_a_user_stream():
+    @pipeline_def(batch_size=2, num_threads=1, device_id=0)
+    def pipe():
+        return fn.external_source(lambda: [torch.ones(3, device="cuda")] * 2, device="gpu") + 1
+
+    p = pipe()
+    stream = torch.cuda.Stream()
+    p.schedule_run()
+    (out,) = p.outputs(cuda_stream=stream)
+    with torch.cuda.stream(stream):
+        total = out.as_torch().sum()
+    stream.synchronize()
+    assert total.item() == 12
+
+
+def test_cpu_external_source_rejects_gpu_data():
+    @pipeline_def(batch_size=1, num_threads=1, device_id=0)
+    def pipe():
+        return fn.external_source(lambda: [torch.ones(1, device="cuda")])
+
+    with pytest.raises(TypeError, match="GPU data given to a CPU external_source"):
+        pipe().run()
+
+
+def test_mixed_imagenet_pipeline(tmp_path):
+    data = write_sample_dataset(str(tmp_path), num_images=24, min_size=240, max_size=300)
+
+    @pipeline_def(batch_size=8, num_threads=4, device_id=0, seed=3)
+    def pipe():
+        jpegs, labels = fn.readers.file(file_root=data, random_shuffle=True, name="Reader")
+        images = fn.decoders.image(jpegs, device="mixed")
+        images = fn.crop_mirror_normalize(images, crop=(224, 224), mirror=fn.random.coin_flip(),
+                                          crop_pos_x=fn.random.uniform(range=(0, 1)),
+                                          mean=[128.0], std=[64.0], dtype=types.FLOAT16)
+        return images, labels.gpu(), images.source_info()
+
+    p = pipe()
+    assert p.epoch_size("Reader") == 24
+    for _ in range(4):
+        images, labels, info = p.run()
+        batch = images.as_torch()
+        assert batch.shape == (8, 3, 224, 224) and batch.dtype == torch.float16 and batch.is_cuda
+        assert labels.as_torch().is_cuda and labels.as_torch().shape == (8, 1)
+        assert bytes(info.at(0).cpu().numpy()).decode().endswith(".jpg")
