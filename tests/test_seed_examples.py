@@ -1,0 +1,152 @@
+"""The examples of the specification documents (shared seeds 001 and 003) that need only
+the core: written as the documents write them, with `nvidia.dali` swapped for `torchdali`."""
+import numpy as np
+import pytest
+import torch
+
+import torchdali as dali
+import torchdali.fn as fn
+import torchdali.ops as ops
+import torchdali.types as types
+from torchdali import pipeline_def
+from torchdali.pipeline import Pipeline
+from torchdali.sample_data import write_sample_dataset
+
+from conftest import requires_cuda
+
+N = 4
+
+
+@pytest.fixture(scope="module")
+def image_dir(tmp_path_factory):
+    return write_sample_dataset(str(tmp_path_factory.mktemp("images")), num_images=22, num_classes=2,
+                                min_size=64, max_size=96)
+
+
+def my_source():
+    return [np.zeros((2,), np.float32)] * N, [np.ones((3,), np.int32)] * N
+
+
+def test_001_current_pipeline_with_ops_external_source():
+    pipe = dali.Pipeline(batch_size=N, num_threads=3, device_id=0)
+    with pipe:
+        src = dali.ops.ExternalSource(my_source, num_outputs=2)
+        a, b = src()
+        pipe.set_outputs(a, b)
+    a, b = pipe.run()
+    assert a.as_torch().shape == (N, 2) and b.as_torch().shape == (N, 3)
+
+
+def test_001_pipeline_def_returning_external_source_outputs():
+    @dali.pipeline_def(batch_size=N, num_threads=3, device_id=0)
+    def my_pipe(my_source):
+        return dali.fn.external_source(my_source, num_outputs=2)
+
+    pipe = my_pipe(my_source)
+    a, b = pipe.run()
+    assert b.as_torch().sum() == 3 * N
+
+
+def test_001_decorator_arguments_overridden_and_current():
+    def my_generator():
+        return [np.ones(1)] * 128
+
+    @pipeline_def(batch_size=32, num_threads=3)
+    def my_pipe():
+        pipe = Pipeline.current()
+        assert pipe.batch_size == 128 and pipe.num_threads == 3
+        data = fn.external_source(source=my_generator)
+        return data
+
+    pipe = my_pipe(batch_size=128, device_id=None)  # batch_size=128 overrides batch_size=32
+    assert len(pipe.run()[0]) == 128
+
+
+def test_001_run_with_named_inputs():
+    @pipeline_def
+    def my_pipe():
+        inp = fn.external_source(name="my_inp")
+        return inp
+
+    p = my_pipe(prefetch_queue_depth=1, batch_size=2, num_threads=1, device_id=None)
+    (out,) = p.run(my_inp=np.random.random((2, 3, 2)))
+    assert out.as_torch().shape == (2, 3, 2)
+
+
+def test_001_two_readers_cpu(image_dir):
+    @pipeline_def
+    def my_pipeline():
+        img_files, labels = fn.readers.file(file_root=image_dir, seed=1)
+        mask_files, _ = fn.readers.file(file_root=image_dir, seed=1)
+        images = fn.decoders.image(img_files, device="cpu")
+        masks = fn.decoders.image(mask_files, device="cpu")
+        return images, masks, labels
+
+    pipe = my_pipeline(batch_size=4, num_threads=2, device_id=None)
+    images, masks, labels = pipe.run()
+    for i in range(4):
+        np.testing.assert_array_equal(images.at(i), masks.at(i))
+
+
+@requires_cuda
+def test_001_two_readers_mixed(image_dir):
+    @pipeline_def
+    def my_pipeline():
+        img_files, labels = fn.readers.file(file_root=image_dir, seed=1)
+        mask_files, _ = fn.readers.file(file_root=image_dir, seed=1)
+        images = fn.decoders.image(img_files, device="mixed")
+        masks = fn.decoders.image(mask_files, device="mixed")
+        return images, masks, labels
+
+    pipe = my_pipeline(batch_size=4, num_threads=2, device_id=0)
+    images, masks, labels = pipe.run()
+    assert torch.equal(images.at(0), masks.at(0))
+
+
+class SimplePipeline(Pipeline):
+    def __init__(self, batch_size, num_threads, device_id, image_dir, shuffle=False):
+        super(SimplePipeline, self).__init__(batch_size, num_threads, device_id, seed=12)
+        self.input = ops.FileReader(file_root=image_dir, random_shuffle=shuffle, initial_fill=21)
+        self.decode = ops.ImageDecoder(device="cpu", output_type=types.RGB)
+
+    def define_graph(self):
+        jpegs, labels = self.input()
+        images = self.decode(jpegs)
+        return (images, labels)
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_003_simple_and_shuffled_pipeline(image_dir, shuffle):
+    batch_size = 8
+    pipe = SimplePipeline(batch_size, 1, None, image_dir, shuffle)
+    pipe.build()
+    images, labels = pipe.run()
+    assert not images.is_dense_tensor() and labels.is_dense_tensor()
+    labels_tensor = labels.as_tensor()
+    assert labels_tensor.shape() == [8, 1]
+    assert np.array(labels_tensor).shape == (8, 1)
+    for j in range(batch_size):
+        assert images.at(j).ndim == 3 and images.at(j).shape[2] == 3
+    if not shuffle:
+        assert np.array(labels_tensor).ravel().tolist() == [0] * 8
+
+
+@requires_cuda
+def test_003_hybrid_pipeline(image_dir):
+    class HybridPipeline(Pipeline):
+        def __init__(self, batch_size, num_threads, device_id):
+            super(HybridPipeline, self).__init__(batch_size, num_threads, device_id, seed=12)
+            self.input = ops.FileReader(file_root=image_dir, random_shuffle=True, initial_fill=21)
+            self.decode = ops.ImageDecoder(device="mixed", output_type=types.RGB)
+
+        def define_graph(self):
+            jpegs, labels = self.input()
+            images = self.decode(jpegs)
+            return (images, labels)
+
+    pipe = HybridPipeline(8, 1, 0)
+    pipe.build()
+    images, labels = pipe.run()
+    assert type(images).__name__ == "TensorListGPU" and type(labels).__name__ == "TensorListCPU"
+    cpu = images.as_cpu()
+    assert isinstance(cpu.at(0), np.ndarray) and cpu.at(0).shape[2] == 3
