@@ -78,7 +78,8 @@ class Executor:
         self.cpu_steps = [s for s in self.steps if s.node.device == "cpu"]
         self.gpu_steps = [s for s in self.steps if s.node.device != "cpu"]
         self.uses_gpu = bool(self.gpu_steps) or any(x.device == "gpu" for x in outputs)
-        self.pool = concurrent.futures.ThreadPoolExecutor(max(1, pipe.num_threads),
+        self.num_threads = max(1, pipe.num_threads)
+        self.pool = concurrent.futures.ThreadPoolExecutor(self.num_threads,
                                                           thread_name_prefix="torchdali")
         self.stream = None
         self.cuda_device = None
@@ -91,8 +92,8 @@ class Executor:
 
     # --- one iteration, stage by stage ---
     def run_cpu_stage(self):
-        ctx = RunContext(iteration=self.iteration, batch_size=self.max_batch_size,
-                         thread_pool=self.pool, cuda_device=self.cuda_device)
+        ctx = RunContext(iteration=self.iteration, batch_size=self.max_batch_size, thread_pool=self.pool,
+                         num_threads=self.num_threads, cuda_device=self.cuda_device)
         it = _Iteration(self.iteration, ctx)
         self._snapshot(it.index, self.cpu_steps)
         self.iteration += 1

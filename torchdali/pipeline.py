@@ -275,6 +275,8 @@ class Pipeline:
         if isinstance(item, _Failure):
             raise item.exc
         self._next_index = item.index + 1
+        for message in item.ctx.messages:
+            warnings.warn(message, stacklevel=3)
         outs = item.outputs
         self._check_outputs(outs)
         if item.event is not None:

@@ -34,8 +34,15 @@ class RunContext:
     iteration: int
     batch_size: int
     thread_pool: Any  # concurrent.futures.Executor with num_threads workers
+    num_threads: int = 1
     cuda_device: Optional[torch.device] = None
     dropped: List[int] = dataclasses.field(default_factory=list)
+    messages: List[str] = dataclasses.field(default_factory=list)
+
+    def warn(self, message):
+        """A warning for the user, issued in their thread when this iteration's outputs
+        are returned (operators run in the pipeline's worker threads)."""
+        self.messages.append(message)
 
     def drop_samples(self, indices):
         """Remove these samples (indices into the current batch) from the whole
@@ -149,8 +156,17 @@ class RandomOperator(Operator):
 
 
 def map_samples(fn, samples, ctx, parallel=True):
-    """fn(i, sample) for each sample, across the pipeline's CPU threads when worthwhile."""
+    """fn(i, sample) for each sample, across the pipeline's CPU threads when worthwhile:
+    one task per thread, each over a contiguous chunk (a task per sample costs more in
+    scheduling than a small decode or read)."""
     n = len(samples)
-    if not parallel or n <= 1 or ctx.thread_pool is None:
+    pool = ctx.thread_pool
+    if not parallel or n <= 1 or pool is None:
         return [fn(i, s) for i, s in enumerate(samples)]
-    return list(ctx.thread_pool.map(fn, range(n), samples))
+    chunks = min(n, ctx.num_threads)
+    bounds = [n * k // chunks for k in range(chunks + 1)]
+
+    def work(k):
+        return [fn(i, samples[i]) for i in range(bounds[k], bounds[k + 1])]
+
+    return [r for part in pool.map(work, range(chunks)) for r in part]

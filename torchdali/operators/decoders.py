@@ -196,8 +196,8 @@ class ImageDecoder(Operator):
                 raise self._fail(batch, i, errors[i]) from errors[i]
             self.skipped += len(errors)
             names = [batch.source_info[i] if batch.source_info else f"sample {i}" for i in sorted(errors)]
-            warnings.warn(f"decoders.image: skipped {len(errors)} undecodable sample(s) in this batch "
-                          f"({', '.join(names)}); {self.skipped} skipped so far")
+            ctx.warn(f"decoders.image: skipped {len(errors)} undecodable sample(s) in this batch "
+                     f"({', '.join(names)}); {self.skipped} skipped so far")
             ctx.drop_samples(sorted(errors))
         keep = [i for i in range(len(data)) if i not in errors]
         info = [batch.source_info[i] for i in keep] if batch.source_info else None
@@ -232,8 +232,8 @@ class ImageDecoder(Operator):
                         images[k] = _tvio.decode_jpeg(data[i], mode=mode, device=device)
                     except RuntimeError:
                         pass  # not for nvJPEG (e.g. CMYK) or broken: the CPU path decides below
-            orient = map_samples(lambda k, i: exif_orientation(data[i]) if self.spec.args["adjust_orientation"]
-                                 else 1, jpegs, ctx)
+            adjust = self.spec.args["adjust_orientation"]
+            orient = [exif_orientation(data[i]) if adjust else 1 for i in jpegs]
             for k, i in enumerate(jpegs):
                 if images[k] is not None:
                     out[i] = _to_output_type(apply_orientation(images[k], orient[k]), self.output_type)
