@@ -6,10 +6,12 @@ the pipeline's own CUDA stream. With `exec_pipelined` and `exec_async`, a CPU th
 and a GPU thread work ahead of the caller, up to `prefetch_queue_depth` iterations,
 so the CPU stage of the next batches overlaps the GPU stage of the current one.
 """
+import atexit
 import collections
 import concurrent.futures
 import queue
 import threading
+import weakref
 
 import numpy as np
 import torch
@@ -254,6 +256,16 @@ class SyncRunner:
         self.clear()
 
 
+_LIVE_RUNNERS = weakref.WeakSet()
+
+
+@atexit.register
+def _close_runners():
+    """Stop the stage threads before the interpreter (and CUDA) shut down under them."""
+    for runner in list(_LIVE_RUNNERS):
+        runner.close()
+
+
 class AsyncRunner:
     """A CPU-stage thread and a GPU-stage thread working ahead of the caller.
 
@@ -272,6 +284,7 @@ class AsyncRunner:
         self.gpu_thread = threading.Thread(target=self._gpu_loop, daemon=True, name="torchdali-gpu")
         self.cpu_thread.start()
         self.gpu_thread.start()
+        _LIVE_RUNNERS.add(self)
 
     def schedule(self):
         with self.lock:
