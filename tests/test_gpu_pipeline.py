@@ -5,6 +5,7 @@ import torch
 
 from torchdali import fn, pipeline_def, types
 from torchdali.sample_data import write_sample_dataset
+from torchdali.pipeline import Pipeline
 from torchdali.tensor_list import TensorListCPU, TensorListGPU
 
 from conftest import requires_cuda
@@ -77,3 +78,20 @@ def test_mixed_imagenet_pipeline(tmp_path):
         assert batch.shape == (8, 3, 224, 224) and batch.dtype == torch.float16 and batch.is_cuda
         assert labels.as_torch().is_cuda and labels.as_torch().shape == (8, 1)
         assert bytes(info.at(0).cpu().numpy()).decode().endswith(".jpg")
+
+
+def test_feed_input_with_gpu_arrays_of_every_kind():
+    pipe = Pipeline(batch_size=2, num_threads=1, device_id=0, prefetch_queue_depth=1)
+    with pipe:
+        pipe.set_outputs(fn.external_source(name="x", device="gpu") * 2)
+    batch = torch.arange(6, dtype=torch.float32, device="cuda").reshape(2, 3)
+    feeds = [batch, [batch[0], batch[1]], torch.utils.dlpack.to_dlpack(batch), batch.cpu().numpy()]
+    try:
+        import cupy
+        feeds.append(cupy.asarray(batch.cpu().numpy()))
+    except ImportError:
+        pass
+    for data in feeds:
+        pipe.feed_input("x", data)
+        (out,) = pipe.run()
+        assert torch.equal(out.as_torch().cpu(), batch.cpu() * 2), type(data)

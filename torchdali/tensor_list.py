@@ -201,6 +201,8 @@ def to_torch_samples(data, operator="", arg="data"):
         return data.as_torch() if data._dense is not None else data.as_torch_list()
     if isinstance(data, (list, tuple)):
         return [to_torch_array(x, operator, arg) for x in data]
+    if type(data).__name__ == "PyCapsule":  # a DLPack capsule holds a whole batch
+        return torch.utils.dlpack.from_dlpack(data)
     return to_torch_array(data, operator, arg)
 
 
