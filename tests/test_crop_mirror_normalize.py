@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import torchdali
-from torchdali import fn, pipeline_def, types
+from torchdali import fn, types
 
 from conftest import as_numpy_batch, dali_or_skip, requires_cuda
 

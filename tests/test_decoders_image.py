@@ -2,7 +2,6 @@
 and, where installed, NVIDIA DALI."""
 import io
 import re
-import warnings
 
 import numpy as np
 import pytest
@@ -13,7 +12,7 @@ import torchdali
 from torchdali import fn, pipeline_def, types
 from torchdali.operators.decoders import apply_orientation, exif_orientation
 
-from conftest import as_numpy_batch, dali_or_skip, requires_cuda
+from conftest import dali_or_skip, requires_cuda
 
 
 def photo(h, w, seed=0):

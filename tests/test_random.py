@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from torchdali import fn, pipeline_def, types
+from torchdali import fn, types
 
 from conftest import dali_or_skip
 

@@ -3,9 +3,7 @@ and errors, with the operator built directly from its schema. An optional class 
 the sample order with NVIDIA DALI's when `nvidia.dali` is importable."""
 import collections
 import json
-import os
 
-import numpy as np
 import pytest
 import torch
 

@@ -12,7 +12,6 @@ import torch
 from . import schema as _schema
 from . import _current
 
-_STAGE = {"cpu": 0, "mixed": 1, "gpu": 2}
 _ids = itertools.count()
 
 

@@ -10,7 +10,7 @@ import torch
 from . import _current
 from .executor import AsyncRunner, Executor, SyncRunner, _Failure
 from .graph import DataNode, call_operator
-from .tensor_list import TensorList, TensorListGPU
+from .tensor_list import TensorListGPU
 
 _CHECKPOINT_VERSION = 1
 

@@ -112,5 +112,5 @@ class Arithmetic(Operator):
                 out.append(self._apply(operands))
             except RuntimeError as e:
                 shapes = [tuple(x.shape) for x in operands]
-                raise self.error(f"sample {i}: operand shapes {shapes} don't broadcast ({e})", ValueError)
+                raise self.error(f"sample {i}: operand shapes {shapes} don't broadcast ({e})", ValueError) from None
         return [TensorList.make(out, layout, device=self.spec.device)]
