@@ -1,5 +1,5 @@
 // All torchdali operator schemas. Kernels register per backend in csrc/cpu and csrc/cuda;
-// fake (meta) kernels live beside the Python faces in torchdali/_ops.py.
+// fake (meta) kernels live beside the Python faces in torchdali/kernels/<family>.py.
 #include <torch/library.h>
 
 TORCH_LIBRARY(torchdali, m) {

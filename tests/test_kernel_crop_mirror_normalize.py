@@ -4,7 +4,7 @@ import shutil
 import pytest
 import torch
 
-from torchdali._ops import crop_mirror_normalize
+from torchdali.kernels.crop_mirror_normalize import crop_mirror_normalize
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs a CUDA GPU"))]

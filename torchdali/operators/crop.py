@@ -94,7 +94,7 @@ class CropMirrorNormalize(Operator):
     dense batch in CHW or HWC layout."""
 
     def run(self, inputs, args, ctx):
-        from .. import _ops  # the compiled kernels; imported on first use
+        from ..kernels.crop_mirror_normalize import crop_mirror_normalize  # loads the extension on first use
 
         batch = inputs[0]
         if batch.layout() not in ("", "HWC"):
@@ -126,7 +126,7 @@ class CropMirrorNormalize(Operator):
             anchors = torch.tensor([plans[i][0][:2] for i in idx], dtype=torch.int64)
             mirror = torch.tensor([plans[i][3] for i in idx], dtype=torch.uint8)
             inv_std = torch.tensor([1.0 / s for s in std], dtype=torch.float32)
-            return _ops.crop_mirror_normalize(
+            return crop_mirror_normalize(
                 [images[i] for i in idx], anchors, mirror, torch.tensor(mean, dtype=torch.float32), inv_std,
                 window_hw[0], window_hw[1], out_dtype, chw, out_c, args["scale"], args["shift"], fill)
 

@@ -1,16 +1,12 @@
-"""The compiled torch ops of torchdali (`torch.ops.torchdali.*`), one thin function each,
-with the fake kernel that lets `torch.compile` trace them beside it."""
+"""`torchdali::crop_mirror_normalize`: its Python face and, beside it, the fake kernel that
+lets `torch.compile` trace it."""
 from typing import List
 
 import torch
 
-try:
-    from . import _C  # noqa: F401  (loading the library registers the ops)
-except ImportError as e:
-    raise ImportError(
-        "torchdali's C++/CUDA extension (torchdali._C) is not built; build it from the "
-        "repository root with `pip install --no-build-isolation -e .` (or "
-        "`python setup.py build_ext --inplace`)") from e
+from . import load_extension
+
+load_extension()
 
 __all__ = ["crop_mirror_normalize"]
 
