@@ -15,4 +15,20 @@ TORCH_LIBRARY(torchdali, m) {
       "crop_mirror_normalize(Tensor[] images, Tensor anchors, Tensor mirror, Tensor mean, "
       "Tensor inv_std, int crop_h, int crop_w, ScalarType out_dtype, bool out_chw, "
       "int out_channels, float scale, float shift, Tensor fill) -> Tensor");
+  // Applies a per-sample affine colour transform to channel-last (HWC, FHWC, ...) images:
+  //   out[c] = offsets[i, c] + sum_k matrices[i, c, k] * in[k]
+  // in float32, converted (rounded half away from zero, saturated) to `out_dtype`. One output
+  // per image, of its shape. Serves brightness_contrast, hsv, hue, saturation, color_twist.
+  m.def(
+      "color_transform(Tensor[] images, Tensor matrices, Tensor offsets, ScalarType out_dtype) "
+      "-> Tensor[]");
+  // Resamples each HWC image of `images` to out_sizes[2i] x out_sizes[2i+1] (height, width)
+  // with DALI's separable filters. `rois` [N, 4] float = (y0, x0, y1, x1) in input pixels
+  // (y1 < y0 or x1 < x0 flips; a zero-size ROI on an axis means the whole axis); `interp`
+  // [N, 2] = DALI interp types (min_filter, mag_filter) per sample; `antialias` widens the
+  // filter when downscaling (LINEAR -> TRIANGULAR, CUBIC, LANCZOS3, GAUSSIAN). Returns one
+  // [out_h, out_w, C] tensor of `out_dtype` (uint8, float16, float32) per image.
+  m.def(
+      "resize(Tensor[] images, int[] out_sizes, Tensor rois, Tensor interp, bool antialias, "
+      "ScalarType out_dtype) -> Tensor[]");
 }

@@ -1,5 +1,6 @@
-"""Image decoding: `decoders.image` on the CPU (libjpeg-turbo/libpng through torchvision,
-Pillow for other formats) and 'mixed' (batched nvJPEG through torchvision on the GPU)."""
+"""Image decoding: `decoders.image` on the CPU (libjpeg-turbo/libpng/libwebp through
+torchvision, Pillow for other formats) and 'mixed' (batched nvJPEG through torchvision
+on the GPU)."""
 import io
 import threading
 import warnings
@@ -23,32 +24,20 @@ except Exception:  # noqa: BLE001  (a broken torchvision install raises all sort
 
 _warned_no_torchvision = threading.Event()
 _JPEG_MAGIC = b"\xff\xd8\xff"
-_TV_FORMATS = (b"\xff\xd8\xff", b"\x89PNG", b"GIF8", b"RIFF")  # what torchvision decodes
+# What torchvision decodes well; GIF (animated: 4D) and the rest go to Pillow.
+_TV_FORMATS = (_JPEG_MAGIC, b"\x89PNG", b"RIFF")
+_SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+# DALI's decoder converts to these (FLOAT16, 64-bit and BOOL fail there).
+_DTYPES = (types.UINT8, types.UINT16, types.UINT32, types.INT8, types.INT16, types.INT32, types.FLOAT)
 
 
-def _tv_mode(output_type):
+def _tv_mode(output_type, head=b""):
     m = _tvio.ImageReadMode
-    return {types.GRAY: m.GRAY, types.ANY_DATA: m.UNCHANGED}.get(output_type, m.RGB)
-
-
-def _to_output_type(chw, output_type):
-    """Decoded CHW uint8 (RGB, gray or as stored) -> HWC in the requested colour space."""
-    if output_type in (types.RGB, types.BGR, types.YCbCr) and chw.shape[0] == 1:
-        chw = chw.expand(3, -1, -1)
-    if output_type == types.BGR:
-        chw = chw.flip(0)
-    elif output_type == types.YCbCr:
-        chw = rgb_to_ycbcr(chw)
-    return chw.permute(1, 2, 0).contiguous()
-
-
-def rgb_to_ycbcr(chw):
-    """ITU-R BT.601 (JPEG's full-range YCbCr), rounded to uint8."""
-    r, g, b = chw.float().unbind(0)
-    y = 0.299 * r + 0.587 * g + 0.114 * b
-    cb = 128.0 - 0.168736 * r - 0.331264 * g + 0.5 * b
-    cr = 128.0 + 0.5 * r - 0.418688 * g - 0.081312 * b
-    return torch.stack([y, cb, cr]).add_(0.5).floor_().clamp_(0, 255).to(torch.uint8)
+    if output_type == types.ANY_DATA:
+        return m.UNCHANGED
+    if output_type == types.GRAY and not head.startswith(b"RIFF"):  # WebP has no gray mode
+        return m.GRAY
+    return m.RGB
 
 
 def _decode_pillow(data, output_type, orient):
@@ -57,22 +46,27 @@ def _decode_pillow(data, output_type, orient):
     img = Image.open(io.BytesIO(data.numpy().tobytes()))
     if orient:
         img = ImageOps.exif_transpose(img)
-    if output_type == types.GRAY:
-        img = img.convert("L")
-    elif output_type != types.ANY_DATA or img.mode not in ("L", "RGB", "RGBA", "LA"):
-        img = img.convert("RGB")
-    arr = np.asarray(img)
+    if img.mode.startswith("I;16"):  # 16-bit gray (TIFF, PNM): keep the precision, as DALI does
+        arr = np.asarray(img).astype(np.uint16)
+    elif output_type == types.GRAY:
+        arr = np.asarray(img.convert("L"))
+    elif output_type == types.ANY_DATA and img.mode in ("L", "LA", "RGB", "RGBA"):
+        arr = np.asarray(img)
+    else:
+        arr = np.asarray(img.convert("RGB"))
     arr = arr[:, :, None] if arr.ndim == 2 else arr
     return torch.from_numpy(arr.copy()).permute(2, 0, 1)
 
 
 def decode_cpu(data, output_type, orient=True):
-    """One encoded image (1D uint8 tensor) -> CHW uint8, EXIF orientation applied if `orient`."""
+    """One encoded image (1D uint8 tensor) -> CHW uint8 (uint16 for 16-bit files), with
+    the EXIF orientation applied if `orient`; channels roughly as `output_type` asks
+    (`finish` makes them exact)."""
     if data.numel() == 0:
         raise ValueError("the file is empty")
     head = bytes(data[:4].tolist())
     if _tvio is not None and head.startswith(_TV_FORMATS):
-        return _tvio.decode_image(data, mode=_tv_mode(output_type), apply_exif_orientation=orient)
+        return _tvio.decode_image(data, mode=_tv_mode(output_type, head), apply_exif_orientation=orient)
     if _tvio is None and not _warned_no_torchvision.is_set():
         _warned_no_torchvision.set()
         warnings.warn("decoders.image: torchvision cannot be imported; decoding with Pillow (slower)")
@@ -84,28 +78,88 @@ def decode_cpu(data, output_type, orient=True):
         raise ValueError(f"not a readable image ({type(e).__name__}: {e})") from None
 
 
-def _reason(exc):
-    """A decoder's message without torchvision's "function, source-file:line, " prefix."""
-    text = str(exc)
-    parts = text.split(", ", 2)
-    return parts[2] if len(parts) == 3 and ".cpp:" in parts[1] else text
+# --- colour spaces and types, on whichever device the image is -------------------------
+
+def _max_value(dtype):
+    return 1.0 if dtype.is_floating_point else float(torch.iinfo(dtype).max)
 
 
-def exif_orientation(data):
-    """The EXIF orientation tag (1-8) of an encoded JPEG (1D uint8 tensor), 1 when absent.
+def rgb_to_gray(chw):
+    """BT.601 luma over the full range (DALI's gray), rounded, in the input's type."""
+    r, g, b = chw.float().unbind(0)
+    y = 0.299 * r + 0.587 * g + 0.114 * b
+    return y.round_().clamp_(0, _max_value(chw.dtype)).to(chw.dtype)[None]
 
-    Reads the marker segments up to the image data, without decoding anything."""
-    head = data[:65536].numpy().tobytes()
+
+def rgb_to_ycbcr(chw):
+    """ITU-R BT.601 YCbCr with head- and footroom (Y in 16..235 for uint8), as DALI
+    decodes to; a gray pixel gets neutral chroma exactly. Integer types are rounded."""
+    top = _max_value(chw.dtype)
+    r, g, b = chw.float().unbind(0)
+    y_off, c_off = (16.0, 128.0) if chw.dtype == torch.uint8 else (0.0625 * top, 0.5 * top)
+    y = 0.257 * r + 0.504 * g + 0.098 * b + y_off
+    cb = -0.148 * r - 0.291 * g + 0.439 * b + c_off
+    cr = 0.439 * r - 0.368 * g - 0.071 * b + c_off
+    neutral = (r == g) & (g == b)
+    out = torch.stack([y, torch.where(neutral, c_off, cb), torch.where(neutral, c_off, cr)])
+    return out.to(chw.dtype) if chw.dtype.is_floating_point else out.round_().clamp_(0, top).to(chw.dtype)
+
+
+def convert_dtype(img, dtype):
+    """Scale an image to `dtype`'s dynamic range (floats: 0..1), computing in float32 and
+    rounding as DALI's normalising conversion does (bit-exact for 32-bit integers too)."""
+    if img.dtype == dtype:
+        return img
+    x = img.float() * (1.0 / _max_value(img.dtype))
+    if dtype.is_floating_point:
+        return x.to(dtype)
+    top = _max_value(dtype)
+    return (x * top).double().round_().clamp_(0, top).to(dtype)
+
+
+def finish(chw, output_type, dtype=torch.uint8):
+    """Decoded CHW (RGB, gray or as stored) -> HWC in the requested colour space and type."""
+    c = chw.shape[0]
+    if output_type == types.GRAY and c >= 3:
+        chw = rgb_to_gray(chw[:3])
+    elif output_type == types.GRAY and c == 2:
+        chw = chw[:1]
+    elif output_type in (types.RGB, types.BGR, types.YCbCr):
+        chw = chw[:3] if c >= 3 else chw[:1].expand(3, -1, -1)
+    if output_type == types.BGR:
+        chw = chw.flip(0)
+    elif output_type == types.YCbCr and dtype == torch.uint8 == chw.dtype:
+        chw = rgb_to_ycbcr(chw)
+    elif output_type == types.YCbCr:  # DALI converts the type first, then the colours
+        chw = rgb_to_ycbcr(convert_dtype(chw, torch.float32))
+    return convert_dtype(chw.permute(1, 2, 0), dtype).contiguous()
+
+
+# --- JPEG headers: EXIF orientation and chroma subsampling, without decoding -----------
+
+def jpeg_header(data):
+    """(EXIF orientation 1-8, chroma subsampled?) of an encoded JPEG (1D uint8 tensor or bytes),
+    read from the marker segments before the image data; (1, True) when unknown."""
+    head = _bytes_view(data)
+    orientation, subsampled = 1, True
     pos = 2
     while pos + 4 <= len(head) and head[pos] == 0xFF:
         marker, length = head[pos + 1], int.from_bytes(head[pos + 2:pos + 4], "big")
-        if marker == 0xDA:  # start of scan: no EXIF before the image data
+        if marker == 0xDA:  # start of scan: the image data follows
             break
         seg = head[pos + 4:pos + 2 + length]
-        if marker == 0xE1 and seg[:6] == b"Exif\0\0":
-            return _tiff_orientation(seg[6:])
+        if marker == 0xE1 and seg[:6] == b"Exif\0\0" and orientation == 1:
+            orientation = _tiff_orientation(bytes(seg[6:]))
+        elif marker in _SOF_MARKERS and len(seg) >= 6:  # frame header: components' sampling factors
+            factors = {seg[7 + 3 * k] for k in range(seg[5]) if 8 + 3 * k <= len(seg)}
+            subsampled = len(factors) > 1
         pos += 2 + length
-    return 1
+    return orientation, subsampled
+
+
+def exif_orientation(data):
+    """The EXIF orientation tag (1-8) of an encoded JPEG (1D uint8 tensor), 1 when absent."""
+    return jpeg_header(data)[0]
 
 
 def _tiff_orientation(tiff):
@@ -122,11 +176,15 @@ def _tiff_orientation(tiff):
     return 1
 
 
+def _bytes_view(data):
+    """A 1D uint8 tensor's bytes, without a copy."""
+    return data if isinstance(data, memoryview) else memoryview(data.numpy())
+
+
 def _has_end_marker(data):
     """True when a JPEG ends with its EOI marker (possibly followed by padding): truncated
     files don't, and nvJPEG would decode them silently where libjpeg reports them."""
-    tail = data[-64:].numpy().tobytes()
-    return b"\xff\xd9" in tail
+    return b"\xff\xd9" in bytes(_bytes_view(data)[-64:])
 
 
 def apply_orientation(chw, orientation):
@@ -137,36 +195,44 @@ def apply_orientation(chw, orientation):
     return chw.flip(flips) if flips else chw
 
 
+_COMPAT = "Accepted for compatibility (nvJPEG/cache tuning of DALI's own decoder); no effect here."
+
+
 @register("decoders.image", devices=("cpu", "mixed"), inputs=(1, 1), aliases=("ImageDecoder",),
+          deprecated_args={"split_stages": None, "use_chunk_allocator": None, "memory_stats": None},
           args=[Arg("output_type", IMAGE_TYPE, types.RGB, "Colour space of the output: RGB, BGR, GRAY, "
-                    "YCbCr, or ANY_DATA (the channels as stored)."),
-                Arg("dtype", DTYPE, types.UINT8, "Output type.", choices=(types.UINT8,)),
+                    "YCbCr (ITU-R BT.601, Y in 16..235), or ANY_DATA (the channels as stored, alpha "
+                    "included)."),
+                Arg("dtype", DTYPE, types.UINT8, "Output type; values are scaled to its dynamic range "
+                    "(floats: 0..1). 16-bit images keep their precision until this conversion.",
+                    choices=_DTYPES),
                 Arg("adjust_orientation", BOOL, True, "Apply the EXIF orientation."),
+                Arg("jpeg_fancy_upsampling", BOOL, False, "'mixed': upsample JPEG chroma like the CPU "
+                    "decoder (libjpeg-turbo's fancy upsampling). nvJPEG (through torchvision) has no "
+                    "such mode, so chroma-subsampled JPEGs are then decoded on the CPU and copied."),
                 Arg("on_error", STR, "raise", "A file that can't be decoded: 'raise' an error naming it, or "
-                    "'skip' it (the sample leaves the batch, with a warning counting skipped files).",
+                    "'skip' it (the sample leaves the iteration, with a warning counting skipped files).",
                     choices=("raise", "skip")),
-                Arg("hw_decoder_load", FLOAT, 0.65, "Accepted for compatibility."),
-                Arg("hybrid_huffman_threshold", INT, 1000000, "Accepted for compatibility."),
-                Arg("device_memory_padding", INT, 16777216, "Accepted for compatibility."),
-                Arg("host_memory_padding", INT, 8388608, "Accepted for compatibility."),
-                Arg("device_memory_padding_jpeg2k", INT, 0, "Accepted for compatibility."),
-                Arg("host_memory_padding_jpeg2k", INT, 0, "Accepted for compatibility."),
-                Arg("preallocate_width_hint", INT, 0, "Accepted for compatibility."),
-                Arg("preallocate_height_hint", INT, 0, "Accepted for compatibility."),
-                Arg("affine", BOOL, True, "Accepted for compatibility."),
-                Arg("split_stages", BOOL, False, "Accepted for compatibility."),
-                Arg("use_chunk_allocator", BOOL, False, "Accepted for compatibility."),
-                Arg("use_fast_idct", BOOL, False, "Accepted for compatibility."),
-                Arg("jpeg_fancy_upsampling", BOOL, False, "Accepted for compatibility."),
-                Arg("memory_stats", BOOL, False, "Accepted for compatibility."),
-                Arg("cache_size", INT, 0, "Accepted for compatibility."),
-                Arg("cache_threshold", INT, 0, "Accepted for compatibility."),
-                Arg("cache_type", STR, "", "Accepted for compatibility."),
-                Arg("cache_debug", BOOL, False, "Accepted for compatibility."),
-                Arg("cache_batch_copy", BOOL, True, "Accepted for compatibility.")])
+                Arg("use_fast_idct", BOOL, False, "libjpeg-turbo's fast IDCT, which torchvision doesn't "
+                    "expose: accepted, no effect."),
+                Arg("hw_decoder_load", FLOAT, 0.65, _COMPAT),
+                Arg("hybrid_huffman_threshold", INT, 1000000, _COMPAT),
+                Arg("device_memory_padding", INT, 16777216, _COMPAT),
+                Arg("host_memory_padding", INT, 8388608, _COMPAT),
+                Arg("device_memory_padding_jpeg2k", INT, 0, _COMPAT),
+                Arg("host_memory_padding_jpeg2k", INT, 0, _COMPAT),
+                Arg("preallocate_width_hint", INT, 0, _COMPAT),
+                Arg("preallocate_height_hint", INT, 0, _COMPAT),
+                Arg("affine", BOOL, True, _COMPAT),
+                Arg("cache_size", INT, 0, _COMPAT),
+                Arg("cache_threshold", INT, 0, _COMPAT),
+                Arg("cache_type", STR, "", _COMPAT),
+                Arg("cache_debug", BOOL, False, _COMPAT),
+                Arg("cache_batch_copy", BOOL, True, _COMPAT)])
 class ImageDecoder(Operator):
-    """Decode JPEG, PNG and the other formats Pillow reads into HWC uint8 images,
-    following EXIF orientation. 'mixed' decodes JPEGs in one batched nvJPEG call."""
+    """Decode JPEG, PNG, WebP and the other formats Pillow reads (BMP, TIFF, PNM, ...)
+    into HWC images, following EXIF orientation. 'mixed' decodes JPEGs in one batched
+    nvJPEG call on the GPU; other formats are decoded on the CPU and copied."""
 
     def __init__(self, spec):
         super().__init__(spec)
@@ -174,7 +240,9 @@ class ImageDecoder(Operator):
             raise RuntimeError("decoders.image: device='mixed' needs torchvision (with CUDA) for nvJPEG "
                                "decoding, and it cannot be imported")
         self.output_type = spec.args["output_type"]
-        self.skipped = 0
+        self.dtype = types.to_torch_type(spec.args["dtype"])
+        self.orient = spec.args["adjust_orientation"]
+        self.skipped = 0  # running total of samples skipped with on_error="skip"
 
     def _fail(self, batch, i, exc):
         name = batch.source_info[i] if batch.source_info and batch.source_info[i] else f"sample {i}"
@@ -187,6 +255,7 @@ class ImageDecoder(Operator):
             if d.dim() != 1 or d.dtype != torch.uint8:
                 raise self.error(f"sample {i}: expected encoded bytes (1D uint8), got {tuple(d.shape)} {d.dtype}",
                                  TypeError)
+        data = [d.cpu().contiguous() for d in data]
         errors = {}
         gpu = self.spec.device == "mixed"
         decoded = self._decode_mixed(data, errors, ctx) if gpu else self._decode_host(data, errors, ctx)
@@ -206,8 +275,7 @@ class ImageDecoder(Operator):
 
     def _decode_one(self, d, errors, i):
         try:
-            chw = decode_cpu(d, self.output_type, self.spec.args["adjust_orientation"])
-            return _to_output_type(chw, self.output_type)
+            return finish(decode_cpu(d, self.output_type, self.orient), self.output_type, self.dtype)
         except Exception as e:  # noqa: BLE001  (any decoder failure is reported per file)
             errors[i] = e
             return None
@@ -216,30 +284,46 @@ class ImageDecoder(Operator):
         return map_samples(lambda i, d: self._decode_one(d, errors, i), data, ctx)
 
     def _decode_mixed(self, data, errors, ctx):
-        device = ctx.cuda_device
+        device = ctx.cuda_device if ctx.cuda_device is not None else torch.device("cuda")
         out = [None] * len(data)
-        # JPEGs go to nvJPEG; other formats, and truncated JPEGs (for libjpeg's error), to the CPU.
-        jpegs = [i for i, d in enumerate(data)
-                 if d.numel() >= 3 and d[:3].numpy().tobytes() == _JPEG_MAGIC and _has_end_marker(d)]
+        fancy = self.spec.args["jpeg_fancy_upsampling"]
+        # JPEGs go to nvJPEG; other formats, truncated JPEGs (for libjpeg's error) and, with
+        # jpeg_fancy_upsampling, chroma-subsampled JPEGs, to the CPU.
+        jpegs = {}  # sample index -> EXIF orientation
+        for i, d in enumerate(data):
+            buf = _bytes_view(d)
+            if buf[:3] == _JPEG_MAGIC and _has_end_marker(buf):
+                orientation, subsampled = jpeg_header(buf)
+                if not (fancy and subsampled):
+                    jpegs[i] = orientation if self.orient else 1
         if jpegs:
-            mode = _tv_mode(self.output_type)
-            try:
-                images = _tvio.decode_jpeg([data[i] for i in jpegs], mode=mode, device=device)
-            except RuntimeError:
-                images = [None] * len(jpegs)  # one bad file fails the batch: decode one by one
-                for k, i in enumerate(jpegs):
-                    try:
-                        images[k] = _tvio.decode_jpeg(data[i], mode=mode, device=device)
-                    except RuntimeError:
-                        pass  # not for nvJPEG (e.g. CMYK) or broken: the CPU path decides below
-            adjust = self.spec.args["adjust_orientation"]
-            orient = [exif_orientation(data[i]) if adjust else 1 for i in jpegs]
-            for k, i in enumerate(jpegs):
-                if images[k] is not None:
-                    out[i] = _to_output_type(apply_orientation(images[k], orient[k]), self.output_type)
+            for (i, orientation), img in zip(jpegs.items(), self._nvjpeg([data[i] for i in jpegs], device)):
+                if img is not None:
+                    out[i] = finish(apply_orientation(img, orientation), self.output_type, self.dtype)
         rest = [i for i in range(len(data)) if out[i] is None]
         host = map_samples(lambda k, i: self._decode_one(data[i], errors, i), rest, ctx)
         for i, img in zip(rest, host):
             if img is not None:
                 out[i] = img.pin_memory().to(device, non_blocking=True)
         return out
+
+    def _nvjpeg(self, encoded, device):
+        """Batched GPU decode; None for the images nvJPEG refuses (CMYK, broken files...)."""
+        mode = _tv_mode(self.output_type)
+        try:
+            return _tvio.decode_jpeg(encoded, mode=mode, device=device)
+        except RuntimeError:  # one bad file fails the batch: decode one by one
+            images = []
+            for d in encoded:
+                try:
+                    images.append(_tvio.decode_jpeg(d, mode=mode, device=device))
+                except RuntimeError:
+                    images.append(None)  # the CPU path decodes it or reports the error
+            return images
+
+
+def _reason(exc):
+    """A decoder's message without torchvision's "function, source-file:line, " prefix."""
+    text = str(exc)
+    parts = text.split(", ", 2)
+    return parts[2] if len(parts) == 3 and ".cpp:" in parts[1] else text

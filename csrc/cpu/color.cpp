@@ -1,0 +1,65 @@
+// CPU kernel of torchdali::color_transform: one parallel loop over (sample, chunk of pixels).
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+
+#include "../color.h"
+
+namespace torchdali {
+namespace {
+
+template <typename In, typename Out>
+void color_cpu(const color::Args& a) {
+  const int64_t C = a.channels;
+  const float* matrices = a.matrices.data_ptr<float>();
+  const float* offsets = a.offsets.data_ptr<float>();
+  // Work items are chunks of `chunk` pixels of one sample, so small and large images mix.
+  const int64_t chunk = std::max<int64_t>(1, at::internal::GRAIN_SIZE / C);
+  std::vector<int64_t> first_item(a.n + 1, 0);
+  for (int64_t i = 0; i < a.n; ++i) {
+    const int64_t pixels = a.images[i].numel() / C;
+    first_item[i + 1] = first_item[i] + (pixels + chunk - 1) / chunk;
+  }
+  at::parallel_for(0, first_item[a.n], 1, [&](int64_t begin, int64_t end) {
+    int64_t i = std::upper_bound(first_item.begin(), first_item.end(), begin) -
+                first_item.begin() - 1;
+    for (int64_t item = begin; item < end; ++item) {
+      while (item >= first_item[i + 1]) ++i;
+      const int64_t pixels = a.images[i].numel() / C;
+      const int64_t p0 = (item - first_item[i]) * chunk, p1 = std::min(pixels, p0 + chunk);
+      const In* src = a.images[i].const_data_ptr<In>();
+      Out* dst = a.out[i].mutable_data_ptr<Out>();
+      const float* m = matrices + i * C * C;
+      const float* off = offsets + i * C;
+      if (C == 3) {
+        for (int64_t p = p0; p < p1; ++p)
+          color::transform_pixel3<In, Out>(src + p * 3, dst + p * 3, m, off);
+      } else {
+        for (int64_t p = p0; p < p1; ++p)
+          color::transform_pixel<In, Out>(src + p * C, dst + p * C, C, m, off);
+      }
+    }
+  });
+}
+
+std::vector<at::Tensor> color_transform_cpu(at::TensorList images, const at::Tensor& matrices,
+                                            const at::Tensor& offsets,
+                                            at::ScalarType out_dtype) {
+  color::Args a = color::prepare(images, matrices, offsets, out_dtype);
+  TORCH_CHECK_VALUE(a.images[0].device().is_cpu(), "color_transform: CPU kernel got `images` "
+                    "on ", a.images[0].device());
+  TORCH_CHECK_VALUE(a.matrices.is_cpu() && a.offsets.is_cpu(), "color_transform: CPU kernel "
+                    "needs `matrices` and `offsets` on the CPU");
+  color::dispatch(a.images[0].scalar_type(), out_dtype, [&](auto in_tag, auto out_tag) {
+    color_cpu<decltype(in_tag), decltype(out_tag)>(a);
+  });
+  return a.out;
+}
+
+}  // namespace
+}  // namespace torchdali
+
+TORCH_LIBRARY_IMPL(torchdali, CPU, m) {
+  m.impl("color_transform", &torchdali::color_transform_cpu);
+}

@@ -1,0 +1,134 @@
+// CUDA kernel of torchdali::resize: two launches per batch (first pass, second pass), each
+// over every sample; per-sample descriptors go up in one asynchronous copy, and filter
+// weights are computed on the fly, so a call never waits for the GPU.
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "../resize.h"
+
+namespace torchdali {
+namespace {
+
+using resize::Axis;
+
+// One 1D pass of one sample: dst (rows x cols x C) from src (src_rows x src_cols x C).
+// Horizontal: taps over src columns, dst row r reads src row r + offset; vertical: taps over
+// src rows (minus `offset`, the first row the intermediate kept), columns shifted by `col0`.
+struct PassDesc {
+  const void* src;
+  void* dst;
+  int64_t src_cols, rows, cols, offset, col0;
+  Axis axis;
+  bool horizontal;
+};
+
+constexpr int kTileW = 32, kTileH = 8;
+
+template <typename S, typename D>
+__global__ void pass_kernel(const PassDesc* __restrict__ descs, int64_t n, int64_t C) {
+  for (int64_t i = blockIdx.z; i < n; i += gridDim.z) {
+    const PassDesc d = descs[i];
+    const S* src = static_cast<const S*>(d.src);
+    D* dst = static_cast<D*>(d.dst);
+    for (int64_t y = int64_t(blockIdx.y) * kTileH + threadIdx.y; y < d.rows;
+         y += int64_t(gridDim.y) * kTileH) {
+      for (int64_t x = int64_t(blockIdx.x) * kTileW + threadIdx.x; x < d.cols;
+           x += int64_t(gridDim.x) * kTileW) {
+        // Channels in groups of 4: the filter weights are computed once per group.
+        for (int64_t c0 = 0; c0 < C; c0 += 4) {
+          const int cn = C - c0 < 4 ? static_cast<int>(C - c0) : 4;
+          float acc[4] = {0.f, 0.f, 0.f, 0.f};
+          float sum;
+          if (d.horizontal) {
+            const S* row = src + (y + d.offset) * d.src_cols * C + c0;
+            sum = resize::for_taps(d.axis, x, [&](int64_t s, float w) {
+              for (int c = 0; c < cn; ++c) acc[c] += w * static_cast<float>(row[s * C + c]);
+            });
+          } else {
+            const S* col = src + (x + d.col0) * C + c0;
+            sum = resize::for_taps(d.axis, y, [&](int64_t s, float w) {
+              const S* px = col + (s - d.offset) * d.src_cols * C;
+              for (int c = 0; c < cn; ++c) acc[c] += w * static_cast<float>(px[c]);
+            });
+          }
+          D* out = dst + (y * d.cols + x) * C + c0;
+          for (int c = 0; c < cn; ++c)
+            out[c] = cmn::convert_sat<D>(sum != 0.f ? acc[c] / sum : acc[c]);
+        }
+      }
+    }
+  }
+}
+
+template <typename S, typename D>
+void launch(const std::vector<PassDesc>& host, const at::Device& device, int64_t C,
+            cudaStream_t stream) {
+  const int64_t n = static_cast<int64_t>(host.size());
+  at::Tensor table = at::empty({int64_t(n * sizeof(PassDesc))},
+                               at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+  std::memcpy(table.data_ptr<uint8_t>(), host.data(), n * sizeof(PassDesc));
+  at::Tensor dev = table.to(device, at::kByte, /*non_blocking=*/true);
+  int64_t max_r = 1, max_c = 1;
+  for (const PassDesc& d : host) max_r = std::max(max_r, d.rows), max_c = std::max(max_c, d.cols);
+  const dim3 block(kTileW, kTileH);
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((max_c + kTileW - 1) / kTileW, 65535)),
+                  static_cast<unsigned>(std::min<int64_t>((max_r + kTileH - 1) / kTileH, 65535)),
+                  static_cast<unsigned>(std::min<int64_t>(n, 65535)));
+  pass_kernel<S, D><<<grid, block, 0, stream>>>(
+      reinterpret_cast<const PassDesc*>(dev.const_data_ptr<uint8_t>()), n, C);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+std::vector<at::Tensor> resize_cuda(at::TensorList images, at::IntArrayRef out_sizes,
+                                    const at::Tensor& rois, const at::Tensor& interp,
+                                    bool antialias, at::ScalarType out_dtype) {
+  TORCH_CHECK_VALUE(!images.empty(), "resize: `images` must hold an image");
+  const c10::cuda::CUDAGuard guard(images[0].device());
+  resize::Args a = resize::prepare(images, out_sizes, rois, interp, antialias, out_dtype);
+  const at::Device device = a.images[0].device();
+  TORCH_CHECK_VALUE(device.is_cuda(), "resize: CUDA kernel got `images` on ", device);
+  const int64_t C = a.channels;
+  std::vector<at::Tensor> tmps;
+  std::vector<PassDesc> first, second;
+  for (int64_t i = 0; i < a.n; ++i) {
+    const resize::Plan& p = a.plans[i];
+    const at::Tensor& im = a.images[i];
+    const int64_t ext = p.hi - p.lo, oh = p.axis[0].out_size, ow = p.axis[1].out_size;
+    at::Tensor tmp = p.vert_first ? at::empty({oh, ext, C}, im.options().dtype(at::kFloat))
+                                  : at::empty({ext, ow, C}, im.options().dtype(at::kFloat));
+    tmps.push_back(tmp);
+    if (p.vert_first) {
+      first.push_back({im.const_data_ptr(), tmp.data_ptr(), im.size(1), oh, ext, 0, p.lo,
+                       p.axis[0], false});
+      Axis h = p.axis[1];
+      second.push_back({tmp.const_data_ptr(), a.outs[i].data_ptr(), ext, oh, ow, 0, 0, h, true});
+      // Horizontal taps index the kept columns [lo, hi): shift the origin instead.
+      second.back().axis.origin -= static_cast<float>(p.lo);
+      second.back().axis.in_size = ext;
+    } else {
+      first.push_back({im.const_data_ptr(), tmp.data_ptr(), im.size(1), ext, ow, p.lo, 0,
+                       p.axis[1], true});
+      second.push_back({tmp.const_data_ptr(), a.outs[i].data_ptr(), ow, oh, ow, p.lo, 0,
+                        p.axis[0], false});
+    }
+  }
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  resize::dispatch(a.images[0].scalar_type(), out_dtype, [&](auto in_tag, auto out_tag) {
+    launch<decltype(in_tag), float>(first, device, C, stream);
+    launch<float, decltype(out_tag)>(second, device, C, stream);
+  });
+  return a.outs;
+}
+
+}  // namespace
+}  // namespace torchdali
+
+TORCH_LIBRARY_IMPL(torchdali, CUDA, m) {
+  m.impl("resize", &torchdali::resize_cuda);
+}

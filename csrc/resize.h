@@ -1,0 +1,281 @@
+// torchdali::resize — DALI's separable resampling, shared by the CPU (csrc/cpu) and CUDA
+// (csrc/cuda) kernels. Schema and semantics: csrc/ops.cpp.
+//
+// Each axis is resampled with a filter read from a small table by linear interpolation, the
+// way DALI's ResamplingFilter does (kernels/imgproc/resample): the triangle [0, 1, 0], 129
+// Keys-cubic nodes over [-2, 2], 193 Lanczos-3 nodes over [-3, 3] and 65 Gaussian nodes. Output
+// coordinate x samples the input around origin + (x + 0.5) * scale - 0.5; source indices are
+// clamped to the image (edge replication); weights are normalized to sum 1.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <c10/macros/Macros.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "crop_mirror_normalize.h"
+
+namespace torchdali {
+namespace resize {
+
+// DALI's DALIInterpType values.
+enum Interp : int64_t { kNN = 0, kLinear = 1, kCubic = 2, kLanczos3 = 3, kTriangular = 4,
+                        kGaussian = 5 };
+
+enum Table : int { kNearest = 0, kTri = 1, kCubicT = 2, kLanczosT = 3, kGaussT = 4 };
+
+struct Filter {
+  int table = kNearest;
+  int num_coeffs = 0;
+  float anchor = 0, scale = 1;  // DALI's ResamplingFilter fields after rescale()
+  int support = 1;
+};
+
+// One resampled axis: output coordinate x reads the input around origin + (x + 0.5) * scale.
+struct Axis {
+  float origin = 0, scale = 1;
+  int64_t in_size = 0, out_size = 0;
+  Filter filter;
+};
+
+constexpr float kPi = 3.14159265358979323846f;
+
+C10_HOST_DEVICE inline float sinc(float x) {
+  return x != 0.f ? ::sinf(x * kPi) / (x * kPi) : 1.f;
+}
+
+// The table's node i, computed rather than stored so the CUDA kernel needs no table upload.
+C10_HOST_DEVICE inline float node(int table, int i, int num) {
+  const float half = (num - 1) * 0.5f;
+  switch (table) {
+    case kTri: return i == 1 ? 1.f : 0.f;
+    case kCubicT: {
+      float x = ::fabsf(4 * (i - half) / (num - 1));
+      if (x >= 2) return 0.f;
+      float x2 = x * x, x3 = x2 * x;
+      return x > 1 ? -0.5f * x3 + 2.5f * x2 - 4.0f * x + 2.0f : 1.5f * x3 - 2.5f * x2 + 1.0f;
+    }
+    case kLanczosT: {
+      float x = 2 * 3 * (i - half) / (num - 1);
+      return ::fabsf(x) >= 3 ? 0.f : sinc(x) * sinc(x / 3);
+    }
+    case kGaussT: {
+      float x = 4 * (i - half) / (num - 1);
+      return ::expf(-x * x);
+    }
+    default: return 0.f;
+  }
+}
+
+// ResamplingFilter::operator(): the table linearly interpolated at x (in table units).
+C10_HOST_DEVICE inline float filter_at(const Filter& f, float x) {
+  if (!(x > -1)) return 0.f;
+  if (x >= f.num_coeffs) return 0.f;
+  int x0 = static_cast<int>(::floorf(x));
+  int x1 = x0 + 1;
+  float d = x - x0;
+  float f0 = x0 < 0 ? 0.f : node(f.table, x0, f.num_coeffs);
+  float f1 = x1 >= f.num_coeffs ? 0.f : node(f.table, x1, f.num_coeffs);
+  return f0 + d * (f1 - f0);
+}
+
+// First source index of output coordinate x and the offset that the filter taps start from.
+C10_HOST_DEVICE inline int first_tap(const Axis& a, int64_t x, float* f0) {
+  const float start = a.origin + 0.5f * a.scale - 0.5f - a.filter.anchor;
+  const float sx0f = x * a.scale + start;
+  const int sx0 = static_cast<int>(::ceilf(sx0f));
+  *f0 = sx0 - sx0f;
+  return sx0;
+}
+
+// Nearest neighbour: floor(origin + (x + 0.5) * scale), clamped.
+C10_HOST_DEVICE inline int64_t nearest(const Axis& a, int64_t x) {
+  int64_t s = static_cast<int64_t>(::floorf(a.origin + (x + 0.5f) * a.scale));
+  return s < 0 ? 0 : (s >= a.in_size ? a.in_size - 1 : s);
+}
+
+inline Filter make_filter(int table, int num_coeffs, float support_span) {
+  // ResamplingFilter initialized with scale 1 and anchor (n-1)/2, then rescale(span).
+  Filter f;
+  f.table = table;
+  f.num_coeffs = num_coeffs;
+  f.scale = (num_coeffs - 1) / support_span;
+  f.anchor = (num_coeffs - 1) * 0.5f / f.scale;
+  f.support = static_cast<int>(std::ceil((num_coeffs - 1) / f.scale));
+  return f;
+}
+
+// DALI's choice of filter for one axis: min_filter when the output is smaller than the ROI,
+// else mag_filter; LINEAR becomes TRIANGULAR (widened by in/out) when downscaling with
+// antialias, TRIANGULAR becomes LINEAR without it; the others widen by in/out with antialias.
+inline Filter choose_filter(int64_t min_interp, int64_t mag_interp, bool antialias,
+                            float in_size, float out_size) {
+  const bool down = out_size < in_size;
+  int64_t t = down ? min_interp : mag_interp;
+  const bool aa = down && antialias;
+  if (aa && t == kLinear) t = kTriangular;
+  if (!aa && t == kTriangular) t = kLinear;
+  const float ratio = in_size > out_size ? in_size / out_size : 1.f;
+  switch (t) {
+    case kNN: return Filter{};
+    case kLinear: return make_filter(kTri, 3, 2.f);
+    case kTriangular: return make_filter(kTri, 3, std::max(1.f, 2 * ratio));
+    case kCubic: return make_filter(kCubicT, 129, 4.f * (aa ? ratio : 1.f));
+    case kLanczos3: return make_filter(kLanczosT, 193, std::max(1.f, 2 * 3 * (aa ? ratio : 1.f)));
+    case kGaussian: {
+      float radius = aa ? ratio : 1.f;
+      float sigma = radius * 0.5f / static_cast<float>(M_SQRT2);
+      return make_filter(kGaussT, 65, std::max(1.0f, static_cast<float>(4 * M_SQRT2) * sigma));
+    }
+    default: TORCH_CHECK_VALUE(false, "resize: unknown interpolation type ", t);
+  }
+}
+
+// One output coordinate x of a 1D pass over `a`: calls tap(src_index, weight) for each tap
+// (indices clamped to the input) and returns the sum of the weights (to normalize by).
+template <typename Tap>
+C10_HOST_DEVICE inline float for_taps(const Axis& a, int64_t x, Tap&& tap) {
+  if (a.filter.table == kNearest) {
+    tap(nearest(a, x), 1.f);
+    return 1.f;
+  }
+  float f0;
+  const int sx0 = first_tap(a, x, &f0);
+  float sum = 0;
+  for (int k = 0; k < a.filter.support; ++k) {
+    const float c = filter_at(a.filter, (f0 + k) * a.filter.scale);
+    int64_t s = sx0 + k;
+    s = s < 0 ? 0 : (s >= a.in_size ? a.in_size - 1 : s);
+    tap(s, c);
+    sum += c;
+  }
+  return sum;
+}
+
+inline bool is_allowed(at::ScalarType t) {
+  return t == at::kByte || t == at::kHalf || t == at::kFloat;
+}
+
+// A sample's plan: both axes (0 = rows, 1 = columns) and the pass order.
+struct Plan {
+  Axis axis[2];
+  bool vert_first = false;
+  int64_t lo = 0, hi = 0;  // the second pass's source range: the first pass computes only it
+};
+
+struct Args {
+  std::vector<at::Tensor> images;
+  std::vector<Plan> plans;
+  std::vector<at::Tensor> outs;
+  int64_t n = 0, channels = 0;
+};
+
+inline Args prepare(const at::TensorList& images, at::IntArrayRef out_sizes,
+                    const at::Tensor& rois, const at::Tensor& interp, bool antialias,
+                    at::ScalarType out_dtype) {
+  Args a;
+  a.n = static_cast<int64_t>(images.size());
+  TORCH_CHECK_VALUE(a.n > 0, "resize: `images` must hold at least one image");
+  const at::Tensor& first = images[0];
+  TORCH_CHECK_VALUE(first.dim() == 3, "resize: `images` must be HWC (3 dims), sample 0 has "
+                    "shape ", first.sizes());
+  TORCH_CHECK_TYPE(is_allowed(first.scalar_type()), "resize: `images` must be uint8, float16 "
+                   "or float32, got ", first.scalar_type());
+  TORCH_CHECK_TYPE(is_allowed(out_dtype), "resize: `out_dtype` must be uint8, float16 or "
+                   "float32, got ", out_dtype);
+  TORCH_CHECK_VALUE(static_cast<int64_t>(out_sizes.size()) == 2 * a.n, "resize: `out_sizes` "
+                    "must hold 2 values (height, width) per image: ", 2 * a.n, ", got ",
+                    out_sizes.size());
+  TORCH_CHECK_VALUE(rois.dim() == 2 && rois.size(0) == a.n && rois.size(1) == 4,
+                    "resize: `rois` must have shape [", a.n, ", 4], got ", rois.sizes());
+  TORCH_CHECK_VALUE(interp.dim() == 2 && interp.size(0) == a.n && interp.size(1) == 2,
+                    "resize: `interp` must have shape [", a.n, ", 2], got ", interp.sizes());
+  a.channels = first.size(2);
+  const at::Tensor r = rois.to(at::kCPU, at::kFloat).contiguous();
+  const at::Tensor it = interp.to(at::kCPU, at::kLong).contiguous();
+  const float* rp = r.data_ptr<float>();
+  const int64_t* ip = it.data_ptr<int64_t>();
+  for (int64_t i = 0; i < a.n; ++i) {
+    const at::Tensor& im = images[i];
+    TORCH_CHECK_VALUE(im.dim() == 3 && im.size(2) == a.channels, "resize: all `images` must "
+                      "be HWC with ", a.channels, " channels; sample ", i, " has shape ",
+                      im.sizes());
+    TORCH_CHECK_TYPE(im.scalar_type() == first.scalar_type(), "resize: all `images` must have "
+                     "the same dtype; sample 0 is ", first.scalar_type(), ", sample ", i,
+                     " is ", im.scalar_type());
+    TORCH_CHECK_VALUE(im.device() == first.device(), "resize: all `images` must be on one "
+                      "device; sample 0 is on ", first.device(), ", sample ", i, " on ",
+                      im.device());
+    TORCH_CHECK_VALUE(im.size(0) > 0 && im.size(1) > 0, "resize: sample ", i, " is empty (",
+                      im.sizes(), ")");
+    const int64_t oh = out_sizes[2 * i], ow = out_sizes[2 * i + 1];
+    TORCH_CHECK_VALUE(oh > 0 && ow > 0, "resize: output size of sample ", i, " must be "
+                      "positive, got ", oh, "x", ow);
+    for (int k = 0; k < 2; ++k)
+      TORCH_CHECK_VALUE(ip[2 * i + k] >= kNN && ip[2 * i + k] <= kGaussian, "resize: unknown "
+                        "interpolation type ", ip[2 * i + k], " for sample ", i);
+    Plan p;
+    const int64_t in_sz[2] = {im.size(0), im.size(1)}, out_sz[2] = {oh, ow};
+    for (int d = 0; d < 2; ++d) {
+      float lo = rp[4 * i + d], hi = rp[4 * i + 2 + d];
+      TORCH_CHECK_VALUE(std::isfinite(lo) && std::isfinite(hi), "resize: ROI of sample ", i,
+                        " is not finite");
+      if (lo == hi) { lo = 0; hi = static_cast<float>(in_sz[d]); }  // DALI: no ROI
+      Axis& ax = p.axis[d];
+      ax.in_size = in_sz[d];
+      ax.out_size = out_sz[d];
+      ax.origin = lo;
+      ax.scale = (hi - lo) / static_cast<float>(out_sz[d]);
+      ax.filter = choose_filter(ip[2 * i], ip[2 * i + 1], antialias, std::fabs(hi - lo),
+                                static_cast<float>(out_sz[d]));
+    }
+    // DALI's cost model: the pass that shrinks the image more goes first.
+    const int64_t sv = std::max(1, p.axis[0].filter.support), sh = std::max(1, p.axis[1].filter.support);
+    const double cost_v = 3.0 * oh * in_sz[1] + double(oh) * in_sz[1] * sv + double(oh) * ow * sh;
+    const double cost_h = 3.0 * in_sz[0] * ow + double(in_sz[0]) * ow * sh + double(oh) * ow * sv;
+    p.vert_first = cost_v < cost_h;
+    const Axis& second = p.axis[p.vert_first ? 1 : 0];
+    p.lo = second.in_size;
+    p.hi = 0;
+    for (int64_t x = 0; x < second.out_size; ++x)
+      for_taps(second, x, [&](int64_t s, float) {
+        p.lo = std::min(p.lo, s);
+        p.hi = std::max(p.hi, s + 1);
+      });
+    if (second.filter.table == kNearest) {  // the CPU steps NN rows by accumulation: +-1
+      p.lo = std::max<int64_t>(0, p.lo - 1);
+      p.hi = std::min(second.in_size, p.hi + 1);
+    }
+    a.plans.push_back(p);
+    a.images.push_back(im.contiguous());
+    a.outs.push_back(at::empty({oh, ow, a.channels}, first.options().dtype(out_dtype)));
+  }
+  return a;
+}
+
+// Calls f(In{}, Out{}) with the C++ types of the input and output dtypes.
+template <typename In, typename F>
+void dispatch_out(at::ScalarType out, F&& f) {
+  switch (out) {
+    case at::kFloat: f(In{}, float{}); break;
+    case at::kHalf: f(In{}, at::Half{}); break;
+    case at::kByte: f(In{}, uint8_t{}); break;
+    default: TORCH_CHECK_TYPE(false, "resize: unsupported `out_dtype` ", out);
+  }
+}
+
+template <typename F>
+void dispatch(at::ScalarType in, at::ScalarType out, F&& f) {
+  switch (in) {
+    case at::kByte: dispatch_out<uint8_t>(out, f); break;
+    case at::kHalf: dispatch_out<at::Half>(out, f); break;
+    case at::kFloat: dispatch_out<float>(out, f); break;
+    default: TORCH_CHECK_TYPE(false, "resize: unsupported `images` dtype ", in);
+  }
+}
+
+}  // namespace resize
+}  // namespace torchdali

@@ -1,0 +1,201 @@
+"""torchdali::resize (CPU and CUDA kernels) against a float64 reference of DALI's filters."""
+import math
+import shutil
+
+import pytest
+import torch
+
+from torchdali.kernels.resize import resize
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU"))]
+SIZES = [(17, 23), (1, 1), (31, 5), (8, 40)]
+OUT_SIZES = [(9, 31), (3, 2), (62, 4), (8, 13)]  # down, up and mixed, odd sizes
+NN, LINEAR, CUBIC, LANCZOS3, TRIANGULAR = 0, 1, 2, 3, 4
+
+
+def _cubic(x):
+    x = abs(x)
+    if x >= 2:
+        return 0.0
+    return -0.5 * x**3 + 2.5 * x**2 - 4 * x + 2 if x > 1 else 1.5 * x**3 - 2.5 * x**2 + 1
+
+
+def _sinc(x):
+    return math.sin(math.pi * x) / (math.pi * x) if x else 1.0
+
+
+def _kernel(interp, antialias, in_size, out_size):
+    """(function, radius) of DALI's filter for one axis."""
+    down = out_size < in_size
+    widen = in_size / out_size if (down and antialias) else 1.0
+    if interp in (LINEAR, TRIANGULAR):
+        return (lambda x: max(0.0, 1 - abs(x) / widen)), widen
+    if interp == CUBIC:
+        return (lambda x: _cubic(x / widen)), 2 * widen
+    if interp == LANCZOS3:
+        return (lambda x: _sinc(x / widen) * _sinc(x / widen / 3) if abs(x / widen) < 3 else 0.0), 3 * widen
+    raise ValueError(interp)
+
+
+def _weights(interp, antialias, n_in, lo, hi, n_out):
+    """[n_out, n_in] float64 resampling matrix with edge clamping."""
+    m = torch.zeros(n_out, n_in, dtype=torch.float64)
+    scale = (hi - lo) / n_out
+    for x in range(n_out):
+        if interp == NN:
+            m[x, min(max(math.floor(lo + (x + 0.5) * scale), 0), n_in - 1)] = 1
+            continue
+        f, radius = _kernel(interp, antialias, abs(hi - lo), n_out)
+        center = lo + (x + 0.5) * scale - 0.5
+        for s in range(math.floor(center - radius) - 1, math.ceil(center + radius) + 2):
+            m[x, min(max(s, 0), n_in - 1)] += f(s - center)
+        m[x] /= m[x].sum()
+    return m
+
+
+def reference(images, out_sizes, rois, interp, antialias):
+    outs = []
+    for im, (oh, ow), roi in zip(images, out_sizes, rois.tolist()):
+        h, w, _ = im.shape
+        y0, x0, y1, x1 = roi
+        if y0 == y1:
+            y0, y1 = 0, h
+        if x0 == x1:
+            x0, x1 = 0, w
+        wy = _weights(interp, antialias, h, y0, y1, oh)
+        wx = _weights(interp, antialias, w, x0, x1, ow)
+        outs.append(torch.einsum("yh,hwc,xw->yxc", wy, im.cpu().double(), wx))
+    return outs
+
+
+def random_images(sizes, channels, dtype, device, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(0, 256, (h, w, channels), generator=g).to(dtype).to(device)
+            for h, w in sizes]
+
+
+def assert_matches(outs, expected, out_dtype, interp):
+    for o, e in zip(outs, expected):
+        assert o.dtype == out_dtype and o.shape == e.shape
+        if out_dtype == torch.uint8:
+            e = (e.clamp(0, 255) + 0.5).floor()
+            diff = (o.cpu().double() - e).abs()
+            assert diff.max() <= 1.0 and diff.mean() < 0.05
+        else:
+            # Cubic and Lanczos come from DALI's interpolated tables: within ~0.2 levels.
+            tol = 0.05 if interp in (NN, LINEAR, TRIANGULAR) else 0.6
+            tol = max(tol, 1.0) if out_dtype == torch.float16 else tol
+            torch.testing.assert_close(o.cpu().double(), e, rtol=0, atol=tol)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("antialias", [True, False], ids=["aa", "no_aa"])
+@pytest.mark.parametrize("interp", [NN, LINEAR, TRIANGULAR, CUBIC, LANCZOS3],
+                         ids=["nn", "linear", "triangular", "cubic", "lanczos3"])
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.uint8])
+@pytest.mark.parametrize("in_dtype", [torch.uint8, torch.float16, torch.float32])
+def test_matches_reference(in_dtype, out_dtype, interp, antialias, device):
+    images = random_images(SIZES, 3, in_dtype, device)
+    rois = torch.zeros(len(SIZES), 4)
+    outs = resize(images, OUT_SIZES, rois, interp, antialias, out_dtype)
+    assert all(o.device.type == device for o in outs)
+    assert_matches(outs, reference(images, OUT_SIZES, rois, interp, antialias), out_dtype, interp)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("interp", [NN, LINEAR, CUBIC])
+def test_rois_flips_and_float16_output(interp, device):
+    images = random_images(SIZES, 1, torch.float32, device, seed=3)
+    rois = torch.tensor([[2.5, 20.0, 14.0, 3.0],    # x flipped
+                         [0.0, 0.0, 0.0, 0.0],      # whole image
+                         [30.0, 1.0, 2.0, 4.5],     # y flipped
+                         [-2.0, 5.0, 10.0, 41.0]])  # reaches outside: edges clamp
+    outs = resize(images, OUT_SIZES, rois, interp, True, torch.float16)
+    assert_matches(outs, reference(images, OUT_SIZES, rois, interp, True), torch.float16, interp)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_per_sample_filters_and_identity(device):
+    images = random_images(SIZES, 4, torch.uint8, device, seed=5)
+    interp = torch.tensor([[NN, NN], [LINEAR, CUBIC], [CUBIC, LANCZOS3], [TRIANGULAR, LINEAR]])
+    outs = resize(images, SIZES, None, interp, True, torch.uint8)
+    for o, im in zip(outs, images):  # same size: every filter is the identity
+        assert torch.equal(o, im)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_non_contiguous_images(device):
+    base = random_images([(3, 12)], 10, torch.uint8, device)[0]
+    images = [base.permute(1, 2, 0), base[:, 2:, ::2].permute(1, 2, 0)]
+    outs = resize(images, [(5, 7), (20, 3)], None, LINEAR, True, torch.float32)
+    expected = reference(images, [(5, 7), (20, 3)], torch.zeros(2, 4), LINEAR, True)
+    assert_matches(outs, expected, torch.float32, LINEAR)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("interp", [NN, LINEAR, TRIANGULAR, CUBIC, LANCZOS3])
+def test_cuda_matches_cpu(interp):
+    sizes = SIZES + [(480, 640), (333, 500)]
+    out_sizes = OUT_SIZES + [(224, 224), (700, 123)]
+    images = random_images(sizes, 3, torch.uint8, "cpu", seed=7)
+    rois = torch.zeros(len(sizes), 4)
+    rois[-1] = torch.tensor([10.5, 400.0, 300.0, 20.0])
+    cpu = resize(images, out_sizes, rois, interp, True, torch.uint8)
+    gpu = resize([im.cuda() for im in images], out_sizes, rois.cuda(), interp, True, torch.uint8)
+    for c, g in zip(cpu, gpu):
+        diff = (c.double() - g.cpu().double()).abs()
+        assert diff.max() <= 1 and diff.mean() < 0.05
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck(device):
+    images = random_images(SIZES, 3, torch.uint8, device)
+    args = (images, [v for hw in OUT_SIZES for v in hw], torch.zeros(len(SIZES), 4),
+            torch.ones(len(SIZES), 2, dtype=torch.int64), True, torch.float32)
+    torch.library.opcheck(torch.ops.torchdali.resize.default, args)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_torch_compile_fullgraph(backend):
+    if backend == "inductor" and not (shutil.which("c++") or shutil.which("g++")):
+        pytest.skip("inductor needs a C++ compiler on CPU")
+    images = random_images(SIZES, 3, torch.uint8, "cpu")
+    rois = torch.zeros(len(SIZES), 4)
+    interp = torch.ones(len(SIZES), 2, dtype=torch.int64)
+
+    def f(images, rois, interp):
+        outs = resize(images, OUT_SIZES, rois, interp, True, torch.float32)
+        return [o * 2.0 for o in outs]
+
+    torch._dynamo.reset()
+    got = torch.compile(f, fullgraph=True, backend=backend)(images, rois, interp)
+    for g, e in zip(got, f(images, rois, interp)):
+        torch.testing.assert_close(g, e)
+
+
+def _call(**overrides):
+    args = dict(images=random_images(SIZES, 3, torch.uint8, "cpu"),
+                out_sizes=[v for hw in OUT_SIZES for v in hw], rois=torch.zeros(4, 4),
+                interp=torch.ones(4, 2, dtype=torch.int64), antialias=True,
+                out_dtype=torch.uint8)
+    args.update(overrides)
+    return torch.ops.torchdali.resize.default(*args.values())
+
+
+@pytest.mark.parametrize("overrides, error, match", [
+    ({"images": []}, ValueError, r"resize: `images` must hold"),
+    ({"out_sizes": [3, 3]}, ValueError, r"resize: `out_sizes` must hold 2 values"),
+    ({"out_sizes": [0, 3] * 4}, ValueError, r"resize: output size of sample 0 must be positive"),
+    ({"rois": torch.zeros(4, 3)}, ValueError, r"resize: `rois` must have shape"),
+    ({"interp": torch.ones(4, dtype=torch.int64)}, ValueError, r"resize: `interp` must have shape"),
+    ({"interp": torch.full((4, 2), 9)}, ValueError, r"resize: unknown interpolation type 9"),
+    ({"out_dtype": torch.int32}, TypeError, r"resize: `out_dtype` must be"),
+    ({"images": [torch.zeros(4, 4, 3, dtype=torch.int32)] * 4}, TypeError, r"resize: `images` must be uint8"),
+    ({"images": [torch.zeros(4, 4, 3, dtype=torch.uint8)] * 3 + [torch.zeros(4, 4, 1, dtype=torch.uint8)]},
+     ValueError, r"sample 3 has shape"),
+    ({"images": [torch.zeros(4, 4, dtype=torch.uint8)] * 4}, ValueError, r"HWC \(3 dims\)"),
+])
+def test_bad_inputs(overrides, error, match):
+    with pytest.raises(error, match=match):
+        _call(**overrides)

@@ -1,0 +1,60 @@
+"""`torchdali::resize`: its Python face and, beside it, the fake kernel that lets
+`torch.compile` trace it."""
+from typing import List, Sequence
+
+import torch
+
+from . import load_extension
+
+load_extension()
+
+__all__ = ["resize"]
+
+_DTYPES = (torch.uint8, torch.float16, torch.float32)
+
+
+def resize(images: List[torch.Tensor], out_sizes: Sequence[Sequence[int]],
+           rois: torch.Tensor = None, interp=1, antialias: bool = True,
+           out_dtype: torch.dtype = None) -> List[torch.Tensor]:
+    """Resamples HWC images of any sizes to `out_sizes[i]` = (height, width) with DALI's
+    separable filters; one output tensor per image.
+
+    `rois`: [N, 4] float (y0, x0, y1, x1) input windows in pixels (reversed = flipped;
+    None = whole images). `interp`: a DALI interp type (int), or an [N, 2] tensor of
+    (min_filter, mag_filter) per sample. `antialias` widens the filter when downscaling.
+    """
+    n = len(images)
+    if rois is None:
+        rois = torch.zeros(n, 4, dtype=torch.float32)
+    if not isinstance(interp, torch.Tensor):
+        interp = torch.full((n, 2), int(interp), dtype=torch.int64)
+    flat = [int(v) for hw in out_sizes for v in hw]
+    return torch.ops.torchdali.resize.default(images, flat, rois, interp, antialias,
+                                              out_dtype or images[0].dtype)
+
+
+@torch.library.register_fake("torchdali::resize")
+def _resize_fake(images, out_sizes, rois, interp, antialias, out_dtype):
+    n = len(images)
+    torch._check_value(n > 0, lambda: "resize: `images` must hold at least one image")
+    c = images[0].shape[-1]
+    for i, im in enumerate(images):
+        torch._check_value(im.dim() == 3 and im.shape[2] == c, lambda: (
+            f"resize: all `images` must be HWC with {c} channels; sample {i} has shape "
+            f"{tuple(im.shape)}"))
+        torch._check_type(im.dtype == images[0].dtype and im.dtype in _DTYPES,
+                          lambda: f"resize: bad `images` dtype {im.dtype}")
+    torch._check_value(len(out_sizes) == 2 * n, lambda: (
+        f"resize: `out_sizes` must hold 2 values per image: {2 * n}, got {len(out_sizes)}"))
+    torch._check_value(rois.dim() == 2 and rois.shape[0] == n and rois.shape[1] == 4,
+                       lambda: f"resize: `rois` must have shape [{n}, 4], got {tuple(rois.shape)}")
+    torch._check_value(interp.dim() == 2 and interp.shape[0] == n and interp.shape[1] == 2,
+                       lambda: f"resize: `interp` must have shape [{n}, 2], got {tuple(interp.shape)}")
+    torch._check_type(out_dtype in _DTYPES, lambda: f"resize: unsupported `out_dtype` {out_dtype}")
+    outs = []
+    for i, im in enumerate(images):
+        h, w = out_sizes[2 * i], out_sizes[2 * i + 1]
+        torch._check_value(h > 0 and w > 0, lambda: (
+            f"resize: output size of sample {i} must be positive, got {h}x{w}"))
+        outs.append(im.new_empty((h, w, c), dtype=out_dtype))
+    return outs
