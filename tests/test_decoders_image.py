@@ -9,13 +9,14 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 import torch
-from conftest import dali_or_skip, requires_cuda
 from PIL import Image, ImageOps
 
 from torchdali import fn, pipeline_def, schema, types
 from torchdali.operators.base import Args, OpSpec, RunContext
 from torchdali.operators.decoders import apply_orientation, exif_orientation, jpeg_header
 from torchdali.tensor_list import TensorList
+
+from conftest import dali_or_skip, requires_cuda
 
 _POOL = ThreadPoolExecutor(2)
 

@@ -144,7 +144,15 @@ def test_cuda_matches_cpu(interp):
     cpu = resize(images, out_sizes, rois, interp, True, torch.uint8)
     gpu = resize([im.cuda() for im in images], out_sizes, rois.cuda(), interp, True, torch.uint8)
     for c, g in zip(cpu, gpu):
-        diff = (c.double() - g.cpu().double()).abs()
+        c, g = c.double(), g.cpu().double()
+        if interp == 0:
+            # DALI's CPU nearest neighbour (kept on purpose) may pick the next source row:
+            # each GPU row must equal the CPU row or one of its neighbours.
+            for r in range(g.shape[0]):
+                near = c[max(r - 1, 0):r + 2]
+                assert ((near - g[r]).abs().amax(dim=(1, 2)) == 0).any(), r
+            continue
+        diff = (c - g).abs()
         assert diff.max() <= 1 and diff.mean() < 0.05
 
 

@@ -413,3 +413,16 @@ def test_deleted_pipeline_stops_its_threads():
         make()
     gc.collect()
     assert threading.active_count() <= before + 1
+
+
+def test_gpu_transfers_and_arithmetic_do_not_change_random_numbers():
+    def make(extra_nodes):
+        @pipeline_def(batch_size=4, num_threads=1, device_id=None, seed=9)
+        def pipe():
+            x = fn.external_source(lambda: [np.zeros(1, np.float32)] * 4)
+            if extra_nodes:
+                x = (x + 1) * 2
+            return fn.random.uniform(x), fn.random.normal()
+        return [t.as_torch() for t in pipe().run()]
+
+    assert all(torch.equal(a, b) for a, b in zip(make(False), make(True)))

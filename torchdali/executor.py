@@ -61,7 +61,11 @@ class Executor:
         order = topological_order(outputs, sinks)
         # Stable sort: every edge goes from an earlier or equal stage, so order holds.
         order.sort(key=lambda n: (_STAGE_RANK[n.device], 0 if n.schema.impl.is_source and not n.inputs else 1))
-        rank = {op_id: i for i, op_id in enumerate(sorted(n.id for n in order))}
+        # Seeds come from each operator's rank among the user's operators: graph plumbing
+        # (.gpu(), constants, arithmetic) doesn't shift them, so moving a pipeline's
+        # operators to the GPU keeps its random numbers.
+        rank = {op_id: i for i, op_id in enumerate(sorted(n.id for n in order if not n.schema.internal))}
+        rank.update({n.id: len(rank) + n.id for n in order if n.schema.internal})
         self.steps = []
         for node in order:
             seed = node.args.get("seed", -1)

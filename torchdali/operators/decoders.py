@@ -244,9 +244,12 @@ class ImageDecoder(Operator):
         self.orient = spec.args["adjust_orientation"]
         self.skipped = 0  # running total of samples skipped with on_error="skip"
 
+    @staticmethod
+    def _name(batch, i):
+        return batch.source_info[i] if batch.source_info and batch.source_info[i] else f"sample {i}"
+
     def _fail(self, batch, i, exc):
-        name = batch.source_info[i] if batch.source_info and batch.source_info[i] else f"sample {i}"
-        return RuntimeError(f"decoders.image: cannot decode {name}: {_reason(exc)}")
+        return RuntimeError(f"decoders.image: cannot decode {self._name(batch, i)}: {_reason(exc)}")
 
     def run(self, inputs, args, ctx):
         batch = inputs[0]
@@ -264,7 +267,7 @@ class ImageDecoder(Operator):
                 i = min(errors)
                 raise self._fail(batch, i, errors[i]) from errors[i]
             self.skipped += len(errors)
-            names = [batch.source_info[i] if batch.source_info else f"sample {i}" for i in sorted(errors)]
+            names = [self._name(batch, i) for i in sorted(errors)]
             ctx.warn(f"decoders.image: skipped {len(errors)} undecodable sample(s) in this batch "
                      f"({', '.join(names)}); {self.skipped} skipped so far")
             ctx.drop_samples(sorted(errors))
