@@ -31,4 +31,10 @@ TORCH_LIBRARY(torchdali, m) {
   m.def(
       "resize(Tensor[] images, int[] out_sizes, Tensor rois, Tensor interp, bool antialias, "
       "ScalarType out_dtype) -> Tensor[]");
+  // Flips each sample of `images` (any dtype of 1, 2, 4 or 8 bytes): dims height_dim and
+  // height_dim + 1 are H and W (HWC: 0, CHW: 1); sample i is mirrored left-right where
+  // `horizontal[i]` != 0 and upside down where `vertical[i]` != 0. Outputs keep the shapes.
+  m.def("flip(Tensor[] images, Tensor horizontal, Tensor vertical, int height_dim=0) -> Tensor[]");
+  // Permutes the dims of each sample: output dim k is input dim perm[k] (DALI's Transpose).
+  m.def("transpose(Tensor[] images, int[] perm) -> Tensor[]");
 }

@@ -49,7 +49,7 @@ def crop_window(op, i, shape, args):
         return None
     if ch < 0 or cw < 0 or math.isnan(ch) or math.isnan(cw):
         raise op.error(f"sample {i}: crop size ({ch}, {cw}) is not valid", ValueError)
-    ch, cw = int(round(ch or h)), int(round(cw or w))
+    ch, cw = int(ch or h), int(cw or w)  # DALI truncates fractional sizes (4.6 -> 4 rows)
     if ch <= 0 or cw <= 0:
         raise op.error(f"sample {i}: crop size ({ch}, {cw}) must be positive", ValueError)
     y = _round_half_away(args.sample("crop_pos_y", i) * (h - ch))

@@ -1,0 +1,177 @@
+// CUDA kernels of torchdali::flip and torchdali::transpose: one launch per batch. The
+// per-sample descriptors (and flags given on the CPU) go to the device in one asynchronous
+// copy of a pinned table, so a call never waits for the GPU.
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "../geometry.h"
+
+namespace torchdali {
+namespace {
+
+// Copies `descs` and the bytes of the CPU tensors among `extra` into one pinned buffer and
+// uploads it on the current stream; returns the device copy and, per extra tensor, its
+// pointer on the device. The caching host allocator keeps the pinned buffer alive until
+// the copy has finished.
+template <typename Desc>
+at::Tensor upload(const std::vector<Desc>& descs, const std::vector<const at::Tensor*>& extra,
+                  const at::Device& device, std::vector<const void*>& extra_dev) {
+  auto align8 = [](int64_t b) { return (b + 7) / 8 * 8; };
+  std::vector<int64_t> offsets;
+  int64_t bytes = align8(int64_t(descs.size() * sizeof(Desc)));
+  for (const at::Tensor* t : extra) {
+    offsets.push_back(bytes);
+    if (t->is_cpu()) bytes += align8(t->nbytes());
+  }
+  at::Tensor table =
+      at::empty({bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+  uint8_t* host = table.data_ptr<uint8_t>();
+  std::memcpy(host, descs.data(), descs.size() * sizeof(Desc));
+  for (size_t k = 0; k < extra.size(); ++k)
+    if (extra[k]->is_cpu())
+      std::memcpy(host + offsets[k], extra[k]->const_data_ptr(), extra[k]->nbytes());
+  at::Tensor dev = table.to(device, at::kByte, /*non_blocking=*/true);
+  const uint8_t* base = dev.const_data_ptr<uint8_t>();
+  extra_dev.clear();
+  for (size_t k = 0; k < extra.size(); ++k)
+    extra_dev.push_back(extra[k]->is_cpu() ? static_cast<const void*>(base + offsets[k])
+                                           : extra[k]->const_data_ptr());
+  return dev;
+}
+
+unsigned grid_dim(int64_t n, int64_t per_block) {
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + per_block - 1) / per_block, 65535)));
+}
+
+constexpr int kThreads = 256;
+
+// --- flip ---
+
+struct FlipDesc {
+  const void* src;
+  void* dst;
+  geometry::FlipDims d;
+};
+
+// blockIdx.z walks samples, blockIdx.y rows ([outer, H] flattened), x the W * inner
+// elements of a row; consecutive threads write consecutive elements.
+template <typename T>
+__global__ void flip_kernel(const FlipDesc* __restrict__ descs,
+                            const uint8_t* __restrict__ hflags,
+                            const uint8_t* __restrict__ vflags, int64_t n) {
+  for (int64_t i = blockIdx.z; i < n; i += gridDim.z) {
+    const FlipDesc s = descs[i];
+    const bool hf = hflags[i] != 0, vf = vflags[i] != 0;
+    const int64_t rows = s.d.outer * s.d.h, row_len = s.d.w * s.d.inner;
+    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+      const int64_t o = r / s.d.h, y = r % s.d.h;
+      const T* src = static_cast<const T*>(s.src) +
+                     (o * s.d.h + geometry::flip_index(y, s.d.h, vf)) * row_len;
+      T* dst = static_cast<T*>(s.dst) + r * row_len;
+      for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < row_len;
+           e += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t x = e / s.d.inner, c = e % s.d.inner;
+        dst[e] = src[geometry::flip_index(x, s.d.w, hf) * s.d.inner + c];
+      }
+    }
+  }
+}
+
+std::vector<at::Tensor> flip_cuda(at::TensorList images, const at::Tensor& horizontal,
+                                  const at::Tensor& vertical, int64_t height_dim) {
+  TORCH_CHECK_VALUE(!images.empty(), "flip: `images` must hold at least one sample");
+  const c10::cuda::CUDAGuard guard(images[0].device());
+  geometry::FlipArgs a = geometry::flip_prepare(images, horizontal, vertical, height_dim);
+  TORCH_CHECK_VALUE(a.images[0].is_cuda(), "flip: CUDA kernel got `images` on ",
+                    a.images[0].device());
+  const int64_t n = static_cast<int64_t>(a.images.size());
+  std::vector<at::Tensor> outs;
+  std::vector<FlipDesc> descs;
+  int64_t max_rows = 0, max_row_len = 0;
+  for (const at::Tensor& im : a.images) {
+    outs.push_back(at::empty_like(im));
+    descs.push_back(FlipDesc{im.const_data_ptr(), outs.back().data_ptr(),
+                             geometry::flip_dims(im, height_dim)});
+    const geometry::FlipDims& d = descs.back().d;
+    max_rows = std::max(max_rows, d.outer * d.h);
+    max_row_len = std::max(max_row_len, d.w * d.inner);
+  }
+  if (max_rows == 0 || max_row_len == 0) return outs;
+  std::vector<const void*> flags;
+  at::Tensor table = upload(descs, {&a.horizontal, &a.vertical}, a.images[0].device(), flags);
+  const dim3 grid(grid_dim(max_row_len, kThreads), grid_dim(max_rows, 1), grid_dim(n, 1));
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  geometry::dispatch_elem("flip", a.images[0], [&](auto tag) {
+    flip_kernel<decltype(tag)><<<grid, kThreads, 0, stream>>>(
+        reinterpret_cast<const FlipDesc*>(table.const_data_ptr()),
+        static_cast<const uint8_t*>(flags[0]), static_cast<const uint8_t*>(flags[1]), n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+  return outs;
+}
+
+// --- transpose ---
+
+struct TransposeDesc {
+  const void* src;
+  void* dst;
+  geometry::TransposePlan plan;
+};
+
+// blockIdx.y walks samples; threads stride over the output elements, written in order.
+template <typename T>
+__global__ void transpose_kernel(const TransposeDesc* __restrict__ descs, int64_t n) {
+  for (int64_t i = blockIdx.y; i < n; i += gridDim.y) {
+    const TransposeDesc s = descs[i];
+    const T* src = static_cast<const T*>(s.src);
+    T* dst = static_cast<T*>(s.dst);
+    for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < s.plan.numel;
+         e += int64_t(gridDim.x) * blockDim.x)
+      dst[e] = src[geometry::transpose_src(s.plan, e)];
+  }
+}
+
+std::vector<at::Tensor> transpose_cuda(at::TensorList images, at::IntArrayRef perm) {
+  TORCH_CHECK_VALUE(!images.empty(), "transpose: `images` must hold at least one sample");
+  const c10::cuda::CUDAGuard guard(images[0].device());
+  std::vector<at::Tensor> ins = geometry::check_images("transpose", images, 1);
+  TORCH_CHECK_VALUE(ins[0].is_cuda(), "transpose: CUDA kernel got `images` on ",
+                    ins[0].device());
+  const std::vector<int64_t> p(perm.begin(), perm.end());
+  geometry::check_perm(p, ins[0].dim());
+  const int64_t n = static_cast<int64_t>(ins.size());
+  std::vector<at::Tensor> outs;
+  std::vector<TransposeDesc> descs;
+  int64_t max_numel = 0;
+  for (const at::Tensor& im : ins) {
+    outs.push_back(at::empty(geometry::transpose_shape(im, p), im.options()));
+    descs.push_back(TransposeDesc{im.const_data_ptr(), outs.back().data_ptr(),
+                                  geometry::transpose_plan(im, p)});
+    max_numel = std::max(max_numel, im.numel());
+  }
+  if (max_numel == 0) return outs;
+  std::vector<const void*> unused;
+  at::Tensor table = upload(descs, {}, ins[0].device(), unused);
+  const dim3 grid(grid_dim(max_numel, kThreads), grid_dim(n, 1));
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  geometry::dispatch_elem("transpose", ins[0], [&](auto tag) {
+    transpose_kernel<decltype(tag)><<<grid, kThreads, 0, stream>>>(
+        reinterpret_cast<const TransposeDesc*>(table.const_data_ptr()), n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+  return outs;
+}
+
+}  // namespace
+}  // namespace torchdali
+
+TORCH_LIBRARY_IMPL(torchdali, CUDA, m) {
+  m.impl("flip", &torchdali::flip_cuda);
+  m.impl("transpose", &torchdali::transpose_cuda);
+}

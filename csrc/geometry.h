@@ -1,0 +1,165 @@
+// torchdali::flip and torchdali::transpose — argument checks and per-sample geometry shared
+// by the CPU (csrc/cpu) and CUDA (csrc/cuda) kernels. Schemas and semantics: csrc/ops.cpp.
+// Both ops only move elements, so the kernels copy elements of 1, 2, 4 or 8 bytes and work
+// for any dtype of those sizes.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <c10/macros/Macros.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace torchdali {
+namespace geometry {
+
+constexpr int kMaxDims = 8;
+
+// Calls f(T{}) with an unsigned integer type as wide as one element of `t`.
+template <typename F>
+void dispatch_elem(const char* op, const at::Tensor& t, F&& f) {
+  switch (t.element_size()) {
+    case 1: f(uint8_t{}); break;
+    case 2: f(uint16_t{}); break;
+    case 4: f(uint32_t{}); break;
+    case 8: f(uint64_t{}); break;
+    default:
+      TORCH_CHECK_TYPE(false, op, ": elements of ", t.element_size(), " bytes (",
+                       t.scalar_type(), ") are not supported");
+  }
+}
+
+// Checks that `images` is a non-empty list of tensors of one dtype, device and rank, and
+// returns them contiguous.
+inline std::vector<at::Tensor> check_images(const char* op, const at::TensorList& images,
+                                            int64_t min_dims) {
+  TORCH_CHECK_VALUE(!images.empty(), op, ": `images` must hold at least one sample");
+  const at::Tensor& first = images[0];
+  std::vector<at::Tensor> out;
+  out.reserve(images.size());
+  for (size_t i = 0; i < images.size(); ++i) {
+    const at::Tensor& im = images[i];
+    TORCH_CHECK_VALUE(im.dim() == first.dim() && im.dim() >= min_dims && im.dim() <= kMaxDims,
+                      op, ": all samples must have one number of dimensions, from ", min_dims,
+                      " to ", kMaxDims, "; sample 0 has shape ", first.sizes(), ", sample ", i,
+                      " has shape ", im.sizes());
+    TORCH_CHECK_TYPE(im.scalar_type() == first.scalar_type(), op, ": all samples must have "
+                     "one dtype; sample 0 is ", first.scalar_type(), ", sample ", i, " is ",
+                     im.scalar_type());
+    TORCH_CHECK_VALUE(im.device() == first.device(), op, ": all samples must be on one "
+                      "device; sample 0 is on ", first.device(), ", sample ", i, " on ",
+                      im.device());
+    out.push_back(im.contiguous());
+  }
+  return out;
+}
+
+// --- flip ---
+
+// Sample i viewed as [outer, H, W, inner] (H = dim height_dim, W = the next dim).
+struct FlipDims {
+  int64_t outer, h, w, inner;
+};
+
+inline FlipDims flip_dims(const at::Tensor& im, int64_t height_dim) {
+  FlipDims d{1, im.size(height_dim), im.size(height_dim + 1), 1};
+  for (int64_t k = 0; k < height_dim; ++k) d.outer *= im.size(k);
+  for (int64_t k = height_dim + 2; k < im.dim(); ++k) d.inner *= im.size(k);
+  return d;
+}
+
+struct FlipArgs {
+  std::vector<at::Tensor> images;
+  at::Tensor horizontal, vertical;  // uint8 [N], contiguous, on the CPU or the images' device
+};
+
+inline at::Tensor flag_tensor(const char* name, const at::Tensor& t, int64_t n,
+                              const at::Device& device) {
+  TORCH_CHECK_VALUE(t.dim() == 1 && t.size(0) == n, "flip: `", name, "` must have shape [", n,
+                    "] (one flag per sample), got ", t.sizes());
+  return t.ne(0).to(t.is_cpu() ? t.device() : device, at::kByte).contiguous();
+}
+
+inline FlipArgs flip_prepare(const at::TensorList& images, const at::Tensor& horizontal,
+                             const at::Tensor& vertical, int64_t height_dim) {
+  FlipArgs a;
+  TORCH_CHECK_VALUE(height_dim >= 0, "flip: `height_dim` must be >= 0, got ", height_dim);
+  a.images = check_images("flip", images, height_dim + 2);
+  const int64_t n = static_cast<int64_t>(a.images.size());
+  const at::Device device = a.images[0].device();
+  a.horizontal = flag_tensor("horizontal", horizontal, n, device);
+  a.vertical = flag_tensor("vertical", vertical, n, device);
+  return a;
+}
+
+// The source index of output index `v` along an axis of `extent`, flipped or not.
+C10_HOST_DEVICE inline int64_t flip_index(int64_t v, int64_t extent, bool flip) {
+  return flip ? extent - 1 - v : v;
+}
+
+// --- transpose ---
+
+inline void check_perm(const std::vector<int64_t>& perm, int64_t ndim) {
+  TORCH_CHECK_VALUE(static_cast<int64_t>(perm.size()) == ndim, "transpose: `perm` must have ",
+                    ndim, " entries (the samples' number of dimensions), got ", perm.size());
+  std::vector<bool> seen(ndim, false);
+  for (int64_t p : perm) {
+    TORCH_CHECK_VALUE(p >= 0 && p < ndim && !seen[p], "transpose: `perm` must be a "
+                      "permutation of 0..", ndim - 1, ", got ", at::IntArrayRef(perm));
+    seen[p] = true;
+  }
+}
+
+// Output sample i of transpose: out_shape[k] = in.size(perm[k]); src_stride[k] is the input's
+// stride (in elements) of dimension perm[k]. Dimensions of extent 1 drop out and adjacent
+// output dimensions that stay adjacent in the input merge, so most copies have few dims.
+struct TransposePlan {
+  int ndim;
+  int64_t shape[kMaxDims];
+  int64_t src_stride[kMaxDims];
+  int64_t numel;
+};
+
+inline TransposePlan transpose_plan(const at::Tensor& im, const std::vector<int64_t>& perm) {
+  TransposePlan p{};
+  p.numel = im.numel();
+  const auto strides = im.strides();
+  for (size_t k = 0; k < perm.size(); ++k) {
+    const int64_t ext = im.size(perm[k]), st = strides[perm[k]];
+    if (ext == 1) continue;
+    if (p.ndim > 0 && p.src_stride[p.ndim - 1] == st * ext) {  // contiguous with the last one
+      p.shape[p.ndim - 1] *= ext;
+      p.src_stride[p.ndim - 1] = st;
+      continue;
+    }
+    p.shape[p.ndim] = ext;
+    p.src_stride[p.ndim] = st;
+    ++p.ndim;
+  }
+  if (p.ndim == 0) {  // a single element (or an empty tensor's unit dims)
+    p.ndim = 1;
+    p.shape[0] = 1;
+    p.src_stride[0] = 1;
+  }
+  return p;
+}
+
+inline std::vector<int64_t> transpose_shape(const at::Tensor& im,
+                                            const std::vector<int64_t>& perm) {
+  std::vector<int64_t> shape;
+  for (int64_t p : perm) shape.push_back(im.size(p));
+  return shape;
+}
+
+// The input offset of output element `idx` (row-major in the plan's shape).
+C10_HOST_DEVICE inline int64_t transpose_src(const TransposePlan& p, int64_t idx) {
+  int64_t off = 0;
+  for (int k = p.ndim - 1; k >= 0; --k) {
+    off += (idx % p.shape[k]) * p.src_stride[k];
+    idx /= p.shape[k];
+  }
+  return off;
+}
+
+}  // namespace geometry
+}  // namespace torchdali

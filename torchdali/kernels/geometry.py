@@ -1,0 +1,62 @@
+"""`torchdali::flip` and `torchdali::transpose`: their Python faces and, beside them, the
+fake kernels that let `torch.compile` trace them. Both take a list of samples that may
+differ in shape and return a list (one launch per batch on CUDA)."""
+from typing import List, Sequence
+
+import torch
+
+from . import load_extension
+
+load_extension()
+
+__all__ = ["flip", "transpose"]
+
+_MAX_DIMS = 8
+
+
+def flip(images: List[torch.Tensor], horizontal: torch.Tensor, vertical: torch.Tensor,
+         height_dim: int = 0) -> List[torch.Tensor]:
+    """Flips sample i left-right where `horizontal[i]` != 0 and upside down where
+    `vertical[i]` != 0; dims `height_dim` and `height_dim + 1` are H and W (HWC: 0, CHW: 1).
+    Any dtype of 1, 2, 4 or 8 bytes."""
+    return torch.ops.torchdali.flip.default(images, horizontal, vertical, height_dim)
+
+
+def transpose(images: List[torch.Tensor], perm: Sequence[int]) -> List[torch.Tensor]:
+    """Permutes each sample's dims: output dim k is input dim `perm[k]`, made contiguous."""
+    return torch.ops.torchdali.transpose.default(images, list(perm))
+
+
+def _check_images(op, images, min_dims):
+    torch._check_value(len(images) > 0, lambda: f"{op}: `images` must hold at least one sample")
+    first = images[0]
+    for i, im in enumerate(images):
+        torch._check_value(im.dim() == first.dim() and min_dims <= im.dim() <= _MAX_DIMS, lambda: (
+            f"{op}: all samples must have one number of dimensions, from {min_dims} to "
+            f"{_MAX_DIMS}; sample 0 has shape {tuple(first.shape)}, sample {i} has shape "
+            f"{tuple(im.shape)}"))
+        torch._check_type(im.dtype == first.dtype, lambda: (
+            f"{op}: all samples must have one dtype; sample 0 is {first.dtype}, sample {i} is "
+            f"{im.dtype}"))
+        torch._check_type(im.element_size() in (1, 2, 4, 8), lambda: (
+            f"{op}: elements of {im.element_size()} bytes ({im.dtype}) are not supported"))
+
+
+@torch.library.register_fake("torchdali::flip")
+def _flip_fake(images, horizontal, vertical, height_dim=0):
+    torch._check_value(height_dim >= 0, lambda: f"flip: `height_dim` must be >= 0, got {height_dim}")
+    _check_images("flip", images, height_dim + 2)
+    n = len(images)
+    for name, t in (("horizontal", horizontal), ("vertical", vertical)):
+        torch._check_value(t.dim() == 1 and t.shape[0] == n, lambda: (
+            f"flip: `{name}` must have shape [{n}] (one flag per sample), got {tuple(t.shape)}"))
+    return [torch.empty_like(im, memory_format=torch.contiguous_format) for im in images]
+
+
+@torch.library.register_fake("torchdali::transpose")
+def _transpose_fake(images, perm):
+    _check_images("transpose", images, 1)
+    ndim = images[0].dim()
+    torch._check_value(sorted(perm) == list(range(ndim)), lambda: (
+        f"transpose: `perm` must be a permutation of 0..{ndim - 1}, got {list(perm)}"))
+    return [im.new_empty([im.shape[p] for p in perm]) for im in images]

@@ -1,0 +1,272 @@
+"""Geometry operators that move pixels without resampling: flip, crop, transpose, pad.
+
+flip and transpose run the `torchdali::flip` / `torchdali::transpose` kernels (csrc/) over
+the whole batch in one call. crop runs the `torchdali::crop_mirror_normalize` kernel with
+mean 0, std 1 and the input's type (exact: every supported value survives the float
+round trip), one call per distinct crop size. pad is torch's fill and strided copy per
+sample: both are memory-bound copies that torch already does at full bandwidth, so a
+batched kernel would only save a few launches."""
+import math
+
+import torch
+
+from .. import types
+from ..schema import BOOL, DTYPE, FLOAT, INT, INTS, LAYOUT, STR, Arg, register
+from ..tensor_list import TensorList
+from .base import Operator
+from .crop import CROP_ARGS, crop_window, fit_window
+
+
+def _default_layout(op, batch, ndim):
+    """The batch's layout, or DALI's default for images without one."""
+    layout = batch.layout()
+    if layout:
+        if len(layout) != ndim:
+            raise op.error(f"layout '{layout}' does not match samples of {ndim} dims", ValueError)
+        return layout
+    if ndim in (2, 3):
+        return "HWC"[:ndim]
+    raise op.error(f"samples of {ndim} dims need a layout (e.g. 'FHWC' or 'DHWC')", ValueError)
+
+
+def _flags(args, name, n):
+    return torch.tensor([int(args.sample(name, i)) != 0 for i in range(n)], dtype=torch.uint8)
+
+
+@register("flip", devices=("cpu", "gpu"), inputs=(1, 1), aliases=("Flip",), args=[
+    Arg("horizontal", INT, 1, "Flip left-right (the W axis) where nonzero.", per_sample=True),
+    Arg("vertical", INT, 0, "Flip upside down (the H axis) where nonzero.", per_sample=True),
+    Arg("depthwise", INT, 0, "Flip the D axis where nonzero; ignored for layouts without D.",
+        per_sample=True),
+])
+class Flip(Operator):
+    """Flip images (HWC, CHW, FHWC, DHWC, ...) horizontally, vertically and, for volumes,
+    depthwise, per sample."""
+
+    def run(self, inputs, args, ctx):
+        from ..kernels.geometry import flip
+
+        batch = inputs[0]
+        images = batch.as_torch_list()
+        n = len(images)
+        if n == 0:
+            return [batch]
+        ndim = images[0].dim()
+        layout = _default_layout(self, batch, ndim)
+        h, w = layout.find("H"), layout.find("W")
+        if h < 0 or w != h + 1:
+            raise self.error(f"layout '{layout}' must have the H axis right before the W axis",
+                             ValueError)
+        for i, im in enumerate(images):
+            if im.dim() != ndim:
+                raise self.error(f"sample {i} has shape {tuple(im.shape)}, not {ndim} dims",
+                                 ValueError)
+        out = flip(images, _flags(args, "horizontal", n), _flags(args, "vertical", n), h)
+        d = layout.find("D")
+        if d >= 0:
+            depth = _flags(args, "depthwise", n)
+            if d + 1 != h:
+                raise self.error(f"layout '{layout}' must have the D axis right before H",
+                                 ValueError)
+            if bool(depth.any()):  # the kernel's "vertical" flips dim d, its "horizontal" d+1
+                out = flip(out, torch.zeros_like(depth), depth, d)
+        return [TensorList.make(out, layout, device=batch.device)]
+
+
+@register("crop", devices=("cpu", "gpu"), inputs=(1, 1), aliases=("Crop",),
+          deprecated_args={"output_dtype": "dtype", "image_type": None},
+          args=CROP_ARGS + [
+              Arg("rounding", STR, "round", "Anchor rounding: 'round' (half away from zero) or "
+                  "'truncate' (toward zero).", choices=("round", "truncate")),
+              Arg("dtype", DTYPE, None, "Output type; the input's type if not set.",
+                  choices=(types.FLOAT, types.FLOAT16, types.UINT8)),
+          ])
+class Crop(Operator):
+    """Crop a window of each HWC or CHW image at (crop_pos_y, crop_pos_x); windows outside
+    the image follow out_of_bounds_policy."""
+
+    def run(self, inputs, args, ctx):
+        from ..kernels.crop_mirror_normalize import crop_mirror_normalize
+
+        batch = inputs[0]
+        images = batch.as_torch_list()
+        n = len(images)
+        if n == 0:
+            return [batch]
+        layout = batch.layout() or "HWC"
+        if layout not in ("HWC", "CHW"):
+            raise self.error(f"input layout '{layout}' is not supported; give HWC or CHW images",
+                             ValueError)
+        chw = layout == "CHW"
+        hwc = [im.permute(1, 2, 0) if chw and im.dim() == 3 else im for im in images]
+        in_dtype = images[0].dtype
+        if in_dtype not in (torch.uint8, torch.float16, torch.float32):
+            raise self.error(f"input type {in_dtype} is not supported; give uint8, float16 or "
+                             "float32 images", TypeError)
+        out_dtype = types.to_torch_type(args["dtype"]) if args["dtype"] is not None else in_dtype
+        # Fill values are cast to the output type as DALI does (truncated); the kernel would
+        # round them.
+        fill = torch.tensor([float(_fill_for(out_dtype, v)) for v in args["fill_values"]],
+                            dtype=torch.float32)
+        windows = []
+        for i, im in enumerate(hwc):
+            if im.dim() != 3 or im.dtype != in_dtype:
+                raise self.error(f"sample {i} ({tuple(images[i].shape)}, {images[i].dtype}) "
+                                 f"differs from sample 0 in rank or type", ValueError)
+            if fill.numel() not in (1, im.shape[2]):
+                raise self.error(f"fill_values has {fill.numel()} values for {im.shape[2]} "
+                                 "channels; give 1 or one per channel", ValueError)
+            window = crop_window(self, i, im.shape, args) or (0, 0, im.shape[0], im.shape[1])
+            if args["rounding"] == "truncate":
+                y, x, ch, cw = window
+                y = math.trunc(args.sample("crop_pos_y", i) * (im.shape[0] - ch))
+                x = math.trunc(args.sample("crop_pos_x", i) * (im.shape[1] - cw))
+                window = (y, x, ch, cw)
+            windows.append(fit_window(self, i, window, im.shape, args["out_of_bounds_policy"]))
+
+        groups = {}
+        for i, (_, _, ch, cw) in enumerate(windows):
+            groups.setdefault((ch, cw), []).append(i)
+        one, zero = torch.ones(1), torch.zeros(1)
+        outs = [None] * n
+        for (ch, cw), idx in groups.items():
+            anchors = torch.tensor([windows[i][:2] for i in idx], dtype=torch.int64)
+            out = crop_mirror_normalize(
+                [hwc[i] for i in idx], anchors, torch.zeros(len(idx), dtype=torch.uint8), zero,
+                one, ch, cw, out_dtype, chw, hwc[idx[0]].shape[2], 1.0, 0.0, fill)
+            if len(groups) == 1:
+                return [TensorList.make(out, layout, device=batch.device)]
+            for k, i in enumerate(idx):
+                outs[i] = out[k]
+        return [TensorList.make(outs, layout, device=batch.device)]
+
+
+@register("transpose", devices=("cpu", "gpu"), inputs=(1, 1), aliases=("Transpose",), args=[
+    Arg("perm", INTS, None, "Output dim k is input dim perm[k]; the dims reversed if not set."),
+    Arg("transpose_layout", BOOL, True, "Permute the layout's axis names with `perm` (else the "
+        "input layout is kept)."),
+    Arg("output_layout", LAYOUT, None, "The output layout; overrides transpose_layout."),
+])
+class Transpose(Operator):
+    """Reorder the dimensions of each sample (e.g. HWC to CHW with perm=[2, 0, 1])."""
+
+    def run(self, inputs, args, ctx):
+        from ..kernels.geometry import transpose
+
+        batch = inputs[0]
+        images = batch.as_torch_list()
+        if not images:
+            return [batch]
+        ndim = images[0].dim()
+        perm = args["perm"]
+        perm = list(range(ndim))[::-1] if perm is None else list(perm)
+        if sorted(perm) != list(range(ndim)):
+            raise self.error(f"perm={perm} is not a permutation of the {ndim} dims of the "
+                             f"samples", ValueError)
+        for i, im in enumerate(images):
+            if im.dim() != ndim:
+                raise self.error(f"sample {i} has shape {tuple(im.shape)}, not {ndim} dims",
+                                 ValueError)
+        layout = batch.layout()
+        if args["output_layout"] is not None:
+            layout = args["output_layout"]
+            if layout and len(layout) != ndim:
+                raise self.error(f"output_layout '{layout}' does not have {ndim} axes", ValueError)
+        elif args["transpose_layout"] and layout:
+            layout = "".join(layout[p] for p in perm)
+        out = transpose(images, perm) if ndim > 0 else [im.clone() for im in images]
+        return [TensorList.make(out, layout, device=batch.device)]
+
+
+def _fill_for(dtype, value):
+    """The fill value in `dtype`: truncated toward zero like DALI's cast, and saturated
+    (DALI wraps out-of-range values, e.g. -3.7 becomes 253 in uint8)."""
+    if dtype == torch.bool:
+        return bool(value)
+    if dtype.is_floating_point:
+        return value
+    info = torch.iinfo(dtype)
+    if math.isnan(value):
+        return 0
+    return int(min(max(math.trunc(value) if math.isfinite(value) else value, info.min), info.max))
+
+
+@register("pad", devices=("cpu", "gpu"), inputs=(1, 1), aliases=("Pad",), args=[
+    Arg("axes", INTS, [], "Axes to pad (negative counts from the back); all axes if neither "
+        "axes nor axis_names is given."),
+    Arg("axis_names", LAYOUT, None, "Names of the axes to pad (instead of axes)."),
+    Arg("shape", INTS, [], "Minimum output extent per padded axis; -1: the batch's largest "
+        "extent (the default).", per_sample=True),
+    Arg("align", INTS, [], "Round each padded extent up to a multiple of this (one value for "
+        "all padded axes, or one per axis).", per_sample=True,
+        check=lambda v: None if all(a > 0 for a in v) else "must be positive"),
+    Arg("fill_value", FLOAT, 0.0, "Value of the padded elements.", per_sample=True),
+])
+class Pad(Operator):
+    """Pad samples at the end of the chosen axes to the batch's largest extent (or to
+    `shape`), rounded up to a multiple of `align`."""
+
+    def _axes(self, layout, ndim):
+        axes, names = self.spec.args["axes"], self.spec.args["axis_names"]
+        if axes and names:
+            raise self.error("give axes or axis_names, not both", ValueError)
+        if names:
+            missing = [c for c in names if c not in layout]
+            if missing:
+                raise self.error(f"axis_names '{names}': {missing} not in the input layout "
+                                 f"'{layout}'", ValueError)
+            return [layout.index(c) for c in names]
+        if not axes:
+            return list(range(ndim))
+        bad = [a for a in axes if not -ndim <= a < ndim]
+        if bad:
+            raise self.error(f"axes {bad} out of range for samples of {ndim} dims", ValueError)
+        return [a % ndim for a in axes]
+
+    def _per_axis(self, name, value, count, i, allow_one):
+        if not value:
+            return None
+        if len(value) == count or (allow_one and len(value) == 1):
+            return list(value) * (count if len(value) == 1 else 1)
+        raise self.error(f"sample {i}: {name}={list(value)} must have {count} value(s) (one per "
+                         "padded axis)" + (" or 1" if allow_one else ""), ValueError)
+
+    def run(self, inputs, args, ctx):
+        batch = inputs[0]
+        images = batch.as_torch_list()
+        n = len(images)
+        if n == 0:
+            return [batch]
+        ndim = images[0].dim()
+        for i, im in enumerate(images):
+            if im.dim() != ndim:
+                raise self.error(f"sample {i} has shape {tuple(im.shape)}, not {ndim} dims",
+                                 ValueError)
+        axes = self._axes(batch.layout(), ndim)
+        largest = [max(im.shape[a] for im in images) for a in axes]
+        shapes, fills = [], []
+        for i, im in enumerate(images):
+            shape = self._per_axis("shape", args.sample("shape", i), len(axes), i, False)
+            align = self._per_axis("align", args.sample("align", i), len(axes), i, True)
+            out = list(im.shape)
+            for k, a in enumerate(axes):
+                target = shape[k] if shape is not None and shape[k] >= 0 else largest[k]
+                extent = max(im.shape[a], target)
+                if align is not None:
+                    extent = -(-extent // align[k]) * align[k]
+                out[a] = extent
+            shapes.append(out)
+            fills.append(_fill_for(im.dtype, args.sample("fill_value", i)))
+
+        dense = all(s == shapes[0] for s in shapes)
+        if dense and all(f == fills[0] for f in fills):
+            outs = images[0].new_full([n] + shapes[0], fills[0])
+        elif dense:
+            outs = images[0].new_empty([n] + shapes[0])
+            for o, f in zip(outs, fills):
+                o.fill_(f)
+        else:
+            outs = [im.new_full(s, f) for im, s, f in zip(images, shapes, fills)]
+        for o, im in zip(outs, images):
+            o[tuple(slice(0, e) for e in im.shape)].copy_(im)
+        return [TensorList.make(outs, batch.layout(), device=batch.device)]
