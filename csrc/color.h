@@ -10,6 +10,8 @@
 
 #include "crop_mirror_normalize.h"  // cmn::convert_sat: DALI's rounding and saturation
 
+#include "dispatch.h"
+
 namespace torchdali {
 namespace color {
 
@@ -78,27 +80,9 @@ inline Args prepare(const at::TensorList& images, const at::Tensor& matrices,
 }
 
 // Calls f(In{}, Out{}) with the C++ types of the input and output dtypes.
-template <typename In, typename F>
-void dispatch_out(at::ScalarType out, F&& f) {
-  switch (out) {
-    case at::kFloat: f(In{}, float{}); break;
-    case at::kHalf: f(In{}, at::Half{}); break;
-    case at::kByte: f(In{}, uint8_t{}); break;
-    case at::kChar: f(In{}, int8_t{}); break;
-    case at::kShort: f(In{}, int16_t{}); break;
-    case at::kInt: f(In{}, int32_t{}); break;
-    default: TORCH_CHECK_TYPE(false, "color_transform: unsupported `out_dtype` ", out);
-  }
-}
-
 template <typename F>
 void dispatch(at::ScalarType in, at::ScalarType out, F&& f) {
-  switch (in) {
-    case at::kByte: dispatch_out<uint8_t>(out, f); break;
-    case at::kHalf: dispatch_out<at::Half>(out, f); break;
-    case at::kFloat: dispatch_out<float>(out, f); break;
-    default: TORCH_CHECK_TYPE(false, "color_transform: unsupported `images` dtype ", in);
-  }
+  dispatch_types<true>("color_transform", in, out, f);
 }
 
 // One pixel: out[c] = offset[c] + sum_k matrix[c][k] * in[k], rounded and saturated.

@@ -11,6 +11,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "dispatch.h"
+
 namespace torchdali {
 namespace cmn {
 
@@ -143,27 +145,9 @@ inline Args prepare(const at::TensorList& images, const at::Tensor& anchors,
 }
 
 // Calls f(In{}, Out{}) with the C++ types of the input and output dtypes.
-template <typename In, typename F>
-void dispatch_out(at::ScalarType out, F&& f) {
-  switch (out) {
-    case at::kFloat: f(In{}, float{}); break;
-    case at::kHalf: f(In{}, at::Half{}); break;
-    case at::kByte: f(In{}, uint8_t{}); break;
-    case at::kChar: f(In{}, int8_t{}); break;
-    case at::kShort: f(In{}, int16_t{}); break;
-    case at::kInt: f(In{}, int32_t{}); break;
-    default: TORCH_CHECK_TYPE(false, "crop_mirror_normalize: unsupported `out_dtype` ", out);
-  }
-}
-
 template <typename F>
 void dispatch(at::ScalarType in, at::ScalarType out, F&& f) {
-  switch (in) {
-    case at::kByte: dispatch_out<uint8_t>(out, f); break;
-    case at::kHalf: dispatch_out<at::Half>(out, f); break;
-    case at::kFloat: dispatch_out<float>(out, f); break;
-    default: TORCH_CHECK_TYPE(false, "crop_mirror_normalize: unsupported `images` dtype ", in);
-  }
+  dispatch_types<true>("crop_mirror_normalize", in, out, f);
 }
 
 // Writes one output pixel (all out_channels channels). `in_px` is the input pixel or null

@@ -18,6 +18,8 @@
 
 #include "crop_mirror_normalize.h"
 
+#include "dispatch.h"
+
 namespace torchdali {
 namespace resize {
 
@@ -257,24 +259,9 @@ inline Args prepare(const at::TensorList& images, at::IntArrayRef out_sizes,
 }
 
 // Calls f(In{}, Out{}) with the C++ types of the input and output dtypes.
-template <typename In, typename F>
-void dispatch_out(at::ScalarType out, F&& f) {
-  switch (out) {
-    case at::kFloat: f(In{}, float{}); break;
-    case at::kHalf: f(In{}, at::Half{}); break;
-    case at::kByte: f(In{}, uint8_t{}); break;
-    default: TORCH_CHECK_TYPE(false, "resize: unsupported `out_dtype` ", out);
-  }
-}
-
 template <typename F>
 void dispatch(at::ScalarType in, at::ScalarType out, F&& f) {
-  switch (in) {
-    case at::kByte: dispatch_out<uint8_t>(out, f); break;
-    case at::kHalf: dispatch_out<at::Half>(out, f); break;
-    case at::kFloat: dispatch_out<float>(out, f); break;
-    default: TORCH_CHECK_TYPE(false, "resize: unsupported `images` dtype ", in);
-  }
+  dispatch_types<false>("resize", in, out, f);
 }
 
 }  // namespace resize
