@@ -15,3 +15,13 @@ def as_numpy_batch(tl):
     if hasattr(tl, "as_cpu"):
         tl = tl.as_cpu()
     return [np.array(tl.at(i)) for i in range(len(tl))]
+
+
+def random_images(sizes, c, dtype, device, seed=0):
+    """HWC images of the given (h, w) sizes with values over 0..255, for kernel tests."""
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.uint8:
+        ims = [torch.randint(0, 256, (h, w, c), generator=g, dtype=torch.uint8) for h, w in sizes]
+    else:
+        ims = [(torch.rand(h, w, c, generator=g) * 255).to(dtype) for h, w in sizes]
+    return [im.to(device) for im in ims]

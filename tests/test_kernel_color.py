@@ -6,6 +6,8 @@ import torch
 
 from torchdali.kernels.color import color_transform
 
+from conftest import random_images
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs a CUDA GPU"))]
 SIZES = [(17, 23), (1, 1), (31, 5), (8, 40)]
@@ -23,15 +25,6 @@ def reference(images, matrices, offsets, out_dtype):
             v = (v.sign() * (v.abs() + 0.5).floor()).clamp(info.min, info.max)  # ties away from 0
         outs.append(v.to(out_dtype))
     return outs
-
-
-def random_images(sizes, c, dtype, device, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    if dtype == torch.uint8:
-        ims = [torch.randint(0, 256, (h, w, c), generator=g, dtype=torch.uint8) for h, w in sizes]
-    else:
-        ims = [(torch.rand(h, w, c, generator=g) * 255).to(dtype) for h, w in sizes]
-    return [im.to(device) for im in ims]
 
 
 def make_args(sizes, in_dtype, out_dtype, device, c=3, seed=0):

@@ -6,6 +6,8 @@ import torch
 
 from torchdali.kernels.crop_mirror_normalize import crop_mirror_normalize
 
+from conftest import random_images
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs a CUDA GPU"))]
 SIZES = [(17, 23), (1, 1), (31, 5), (8, 40)]
@@ -44,15 +46,6 @@ def reference(images, anchors, mirror, mean, inv_std, crop_h, crop_w, out_dtype,
         out = (out.sign() * (out.abs() + 0.5).floor()).clamp(info.min, info.max)  # ties away from 0
     out = out.to(out_dtype)
     return out.permute(0, 3, 1, 2).contiguous() if out_chw else out
-
-
-def random_images(sizes, c, dtype, device, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    if dtype == torch.uint8:
-        ims = [torch.randint(0, 256, (h, w, c), generator=g, dtype=torch.uint8) for h, w in sizes]
-    else:
-        ims = [(torch.rand(h, w, c, generator=g) * 255).to(dtype) for h, w in sizes]
-    return [im.to(device) for im in ims]
 
 
 def make_args(sizes, in_dtype, out_dtype, out_chw, device, c=3, out_channels=4, crop=(9, 11),
