@@ -3,8 +3,8 @@
 #include <torch/library.h>
 
 TORCH_LIBRARY(torchdali, m) {
-  // Crops each HWC image of `images` at `anchors[i]` = (y, x) to crop_h x crop_w, flips the
-  // crop horizontally where `mirror[i]` != 0, and writes
+  // Crops each image of `images` (HWC, or CHW when `in_chw`) at `anchors[i]` = (y, x) to
+  // crop_h x crop_w, flips the crop horizontally where `mirror[i]` != 0, and writes
   //   ((in - mean[c]) * inv_std[c]) * scale + shift
   // converted (rounded, saturated) to `out_dtype` into one [N, out_channels, crop_h, crop_w]
   // (out_chw) or [N, crop_h, crop_w, out_channels] tensor. Window pixels outside an image
@@ -14,7 +14,7 @@ TORCH_LIBRARY(torchdali, m) {
   m.def(
       "crop_mirror_normalize(Tensor[] images, Tensor anchors, Tensor mirror, Tensor mean, "
       "Tensor inv_std, int crop_h, int crop_w, ScalarType out_dtype, bool out_chw, "
-      "int out_channels, float scale, float shift, Tensor fill) -> Tensor");
+      "int out_channels, float scale, float shift, Tensor fill, bool in_chw=False) -> Tensor");
   // Applies a per-sample affine colour transform to channel-last (HWC, FHWC, ...) images:
   //   out[c] = offsets[i, c] + sum_k matrices[i, c, k] * in[k]
   // in float32, converted (rounded half away from zero, saturated) to `out_dtype`. One output
