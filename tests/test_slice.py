@@ -104,19 +104,22 @@ def numpy_slice(img, anchor, shape, policy="error", fill=(0,), channel_dim=None,
 
 
 # Windows given as (start, shape) in the order of the axes argument, per sample.
+INSIDE = ([(1, 2), (0, 0), (2, 3), (4, 5)], [(5, 7), (1, 1), (2, 9), (8, 3)])
+ACROSS = ([(-2, 3), (0, -1), (3, 25), (10, -4)], [(9, 7), (3, 2), (4, 9), (5, 5)])
+FAR = ([(-20, 3), (0, -1), (3, 2), (10, -4)], [(40, 7), (3, 2), (4, 9), (5, 30)])
 WINDOW_CASES = [
-    # name, images, layout, axes (None: default x, y), starts, shapes, policy
-    ("hwc_inside", HWC, "HWC", None, [(1, 2), (0, 0), (2, 3), (4, 5)], [(5, 7), (1, 1), (2, 9), (8, 3)], "error"),
-    ("hwc_pad", HWC, "HWC", None, [(-2, 3), (0, -1), (3, 25), (10, -4)], [(9, 7), (3, 2), (4, 9), (5, 5)], "pad"),
-    ("hwc_trim", HWC, "HWC", None, [(-2, 3), (1, 1), (3, 25), (10, -4)], [(9, 7), (3, 2), (4, 9), (5, 5)], "trim_to_shape"),
-    ("chw_pad", CHW, "CHW", None, [(-2, 3), (0, -1), (3, 25), (10, -4)], [(9, 7), (3, 2), (4, 9), (5, 5)], "pad"),
-    ("chw_edge", CHW, "CHW", None, [(-2, 3), (0, -1), (3, 25), (10, -4)], [(9, 7), (3, 2), (4, 9), (5, 5)], "edge"),
-    ("hwc_reflect", HWC, "HWC", [0, 1], [(-20, 3), (0, -1), (3, 2), (10, -4)], [(40, 7), (3, 2), (4, 9), (5, 30)], "reflect"),
-    ("hwc_reflect_101", HWC, "HWC", [0, 1], [(-20, 3), (0, -1), (3, 2), (10, -4)], [(40, 7), (3, 2), (4, 9), (5, 30)], "reflect_101"),
-    ("hwc_wrap", HWC, "HWC", [0, 1], [(-20, 3), (0, -1), (3, 2), (10, -4)], [(40, 7), (3, 2), (4, 9), (5, 30)], "wrap"),
-    ("hwc_channels", HWC, "HWC", [2], [(1,), (0,), (2,), (1,)], [(2,), (3,), (1,), (2,)], "error"),
-    ("fhwc_all_axes", FHWC, "FHWC", [], [(1, -1, 2, 0), (0, 3, 1, 1)], [(2, 4, 2, 2), (2, 5, 1, 1)], "pad"),
-    ("vector", VECTORS, "", [0], [(2,), (-3,), (11,)], [(4,), (5,), (4,)], "pad"),
+    # name, images, layout, axes (None: the default, x then y), (starts, shapes), policy
+    ("hwc_inside", HWC, "HWC", None, INSIDE, "error"),
+    ("hwc_pad", HWC, "HWC", None, ACROSS, "pad"),
+    ("hwc_trim", HWC, "HWC", None, ([(-2, 3), (1, 1), (3, 25), (10, -4)], ACROSS[1]), "trim_to_shape"),
+    ("chw_pad", CHW, "CHW", None, ACROSS, "pad"),
+    ("chw_edge", CHW, "CHW", None, ACROSS, "edge"),
+    ("hwc_reflect", HWC, "HWC", [0, 1], FAR, "reflect"),
+    ("hwc_reflect_101", HWC, "HWC", [0, 1], FAR, "reflect_101"),
+    ("hwc_wrap", HWC, "HWC", [0, 1], FAR, "wrap"),
+    ("hwc_channels", HWC, "HWC", [2], ([(1,), (0,), (2,), (1,)], [(2,), (3,), (1,), (2,)]), "error"),
+    ("fhwc_all_axes", FHWC, "FHWC", [], ([(1, -1, 2, 0), (0, 3, 1, 1)], [(2, 4, 2, 2), (2, 5, 1, 1)]), "pad"),
+    ("vector", VECTORS, "", [0], ([(2,), (-3,), (11,)], [(4,), (5,), (4,)]), "pad"),
 ]
 
 
@@ -133,7 +136,7 @@ def _full_window(img, layout, axes, start, shape):
 @pytest.mark.parametrize("case", WINDOW_CASES, ids=[c[0] for c in WINDOW_CASES])
 @pytest.mark.parametrize("how", ["arguments", "argument_inputs", "positional"])
 def test_slice_matches_numpy(case, how):
-    _, images, layout, axes, starts, shapes, policy = case
+    _, images, layout, axes, (starts, shapes), policy = case
     kwargs = dict(out_of_bounds_policy=policy)
     if axes is not None:
         kwargs["axes"] = axes
@@ -209,6 +212,8 @@ DALI_CASES = [
     ("ties_positional_shape_absolute", TIES, "HWC", (per_sample([(0.35, 0.15)] * 3, F32),
                                                      per_sample([(2.5, 1.5)] * 3, F32)), {},
      dict(normalized_shape=False)),
+    ("empty_window_at_the_end", HWC[:1], "HWC", (), {}, dict(start=[23, 2], shape=[0, 4])),
+    ("trim_to_nothing", HWC[:1], "HWC", (), {}, dict(start=[30, 2], shape=[5, 4], out_of_bounds_policy="trim_to_shape")),
     ("start_end", HWC[:1], "HWC", (), {}, dict(start=[2, 3], end=[9, 14])),
     ("start_rel_shape", HWC[:1], "HWC", (), {}, dict(start=[2, 3], rel_shape=[0.55, 0.65])),
     ("rel_shape_only", HWC, "HWC", (), {}, dict(rel_shape=[0.5, 0.75])),

@@ -4,7 +4,7 @@ and on_error policy) and then cuts the window, computed on the decoded, EXIF-ori
 image as DALI computes it; a window outside the image is an error, as in DALI."""
 import math
 
-from ..schema import Arg, register
+from ..schema import FLOAT, Arg, register
 from ..tensor_list import TensorList
 from .base import RandomOperator
 from .crop import CROP_ARGS, crop_window, fit_window
@@ -14,7 +14,12 @@ from .resize import RandomResizedCrop, random_crop_window
 from .slicing import SLICE_ARGS, SliceWindows, apply_policy
 
 # DALI's fused crop has no padding: a window outside the image is an error.
-_CROP_ARGS = [a for a in CROP_ARGS if a.name not in ("out_of_bounds_policy", "fill_values")]
+_CROP_ARGS = [a for a in CROP_ARGS if a.name not in ("out_of_bounds_policy", "fill_values")] + [
+    Arg("crop_d", FLOAT, 0.0, "Crop depth, for volumes: decoded images have none, so no effect.",
+        per_sample=True),
+    Arg("crop_pos_z", FLOAT, 0.5, "Depth position of the window, for volumes: no effect on images.",
+        per_sample=True),
+]
 
 
 class _DecodeThenCrop(ImageDecoder):
