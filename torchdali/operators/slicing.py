@@ -301,42 +301,53 @@ class Slice(Operator):
         self.windows.check_inputs(len(inputs))
         batch = inputs[0]
         images = batch.as_torch_list()
-        n = len(images)
-        if n == 0:
+        if not images:
             return [batch]
         ndim, layout = images[0].dim(), batch.layout()
         if layout and len(layout) != ndim:
             raise self.error(f"layout '{layout}' does not match samples of {ndim} dims", ValueError)
-        positional = [x.as_torch_list() for x in inputs[1:]] or [[None] * n] * 2
+        plans = self._plans(images, inputs[1:], layout, args)
+        dtype = images[0].dtype if args["dtype"] is None else types.to_torch_type(args["dtype"])
         policy = args["out_of_bounds_policy"]
+        fill = args["fill_values"] if policy in _PAD else None
+        full_layout = layout or _DEFAULT_LAYOUTS.get(ndim, "")
+        if full_layout == "HWC" and images[0].dtype == torch.uint8 and policy not in _INDEXED and \
+                all(a[2] == 0 and s[2] == im.shape[2] and s[0] and s[1] for (a, s), im in zip(plans, images)):
+            out = self._hwc_kernel(images, plans, dtype, fill)
+        else:
+            out = self._copy(images, plans, dtype, policy, fill, full_layout.find("C"))
+        return [TensorList.make(out, layout, device=batch.device)]
+
+    def _plans(self, images, positional, layout, args):
+        """(anchor, shape) of every sample after the out-of-bounds policy."""
+        policy = args["out_of_bounds_policy"]
+        positional = [x.as_torch_list() for x in positional] or [[None] * len(images)] * 2
         plans = []
         for i, im in enumerate(images):
-            if im.dim() != ndim or im.dtype != images[0].dtype:
+            if im.dim() != images[0].dim() or im.dtype != images[0].dtype:
                 raise self.error(f"sample {i} ({tuple(im.shape)}, {im.dtype}) differs from sample 0 in "
                                  "rank or type", ValueError)
             anchor, shape = self.windows.window(i, args, tuple(im.shape), layout,
                                                 positional[0][i], positional[1][i])
-            plans.append(apply_policy(self, i, anchor, shape, im.shape, policy))
-            if policy in _INDEXED and any(s and not m for s, m in zip(plans[-1][1], im.shape)):
+            anchor, shape = apply_policy(self, i, anchor, shape, im.shape, policy)
+            if policy in _INDEXED and any(s and not m for s, m in zip(shape, im.shape)):
                 raise self.error(f"sample {i}: an empty input ({tuple(im.shape)}) cannot be sliced "
                                  f"with out_of_bounds_policy='{policy}'", ValueError)
-        dtype = images[0].dtype if args["dtype"] is None else types.to_torch_type(args["dtype"])
-        full_layout = layout or _DEFAULT_LAYOUTS.get(ndim, "")
-        channel_dim = full_layout.index("C") if "C" in full_layout else None
-        if full_layout == "HWC" and images[0].dtype == torch.uint8 and policy in ("error", "trim_to_shape") + _PAD \
-                and all(a[2] == 0 and s[2] == im.shape[2] and s[0] and s[1] for (a, s), im in zip(plans, images)):
-            fill = args["fill_values"] if policy in _PAD else None
-            return [TensorList.make(self._hwc_kernel(images, plans, dtype, fill), layout,
-                                    device=batch.device)]
+            plans.append((anchor, shape))
+        return plans
+
+    def _copy(self, images, plans, dtype, policy, fill, channel_dim):
+        """Torch copies of the windows, into one dense batch when their shapes agree."""
         shapes = [s for _, s in plans]
-        dense = all(s == shapes[0] for s in shapes)
-        outs = images[0].new_empty([n] + shapes[0], dtype=dtype) if dense else \
-            [im.new_empty(s, dtype=dtype) for im, s in zip(images, shapes)]
-        for i, (im, (anchor, shape)) in enumerate(zip(images, plans)):
-            fill = fill_tensor(self, args["fill_values"], dtype, shape, channel_dim, im.device) \
-                if policy in _PAD else None
-            copy_window(im, anchor, shape, policy, fill, outs[i])
-        return [TensorList.make(outs, layout, device=batch.device)]
+        if all(s == shapes[0] for s in shapes):
+            outs = images[0].new_empty([len(images)] + shapes[0], dtype=dtype)
+        else:
+            outs = [im.new_empty(s, dtype=dtype) for im, s in zip(images, shapes)]
+        channel_dim = None if channel_dim < 0 else channel_dim
+        for im, (anchor, shape), out in zip(images, plans, outs):
+            pad = None if fill is None else fill_tensor(self, fill, dtype, shape, channel_dim, im.device)
+            copy_window(im, anchor, shape, policy, pad, out)
+        return outs
 
     def _hwc_kernel(self, images, plans, dtype, fill_values):
         """One crop_mirror_normalize call per window size (mean 0, std 1: exact for uint8)."""
