@@ -3,6 +3,7 @@ kernel (csrc/) over the whole batch in one call when the samples share the crop 
 and normalization parameters."""
 import math
 
+import numpy as np
 import torch
 
 from .. import types
@@ -57,23 +58,29 @@ def crop_window(op, i, shape, args):
     return y, x, ch, cw
 
 
-def fill_for(dtype, value):
-    """The fill value in `dtype`: truncated toward zero as DALI casts it, and saturated
-    where DALI wraps out-of-range values (-3.7 becomes 253 in uint8 there)."""
-    if dtype == torch.bool:
-        return bool(value)
+def cast_fill(value, dtype):
+    """`value` as DALI's static_cast<OutputType>(float) gives it: float32 first; integers
+    truncated toward zero and wrapped to the type's width (x86: -3.7 -> 253 in uint8)."""
+    v = float(np.float32(value))
     if dtype.is_floating_point:
-        return value
-    info = torch.iinfo(dtype)
-    if math.isnan(value):
-        return 0
-    return int(min(max(math.trunc(value) if math.isfinite(value) else value, info.min), info.max))
+        return v
+    if dtype == torch.bool:
+        return v != 0
+    bits = torch.iinfo(dtype).bits
+    if not math.isfinite(v) or abs(v) >= 2.0 ** 63:
+        t = -(1 << 63)  # x86's "integer indefinite"
+    else:
+        t = int(v)
+    if bits == 32 and torch.iinfo(dtype).min < 0 and not -(1 << 31) <= t < (1 << 31):
+        t = -(1 << 31)
+    t &= (1 << bits) - 1
+    return t - (1 << bits) if torch.iinfo(dtype).min < 0 and t >= 1 << (bits - 1) else t
 
 
 def output_fill(dtype, values):
     """`fill_values` as the float32 tensor the crop kernel writes: already in the output
     type, so that the kernel's rounding does not change them."""
-    return torch.tensor([float(fill_for(dtype, v)) for v in values], dtype=torch.float32)
+    return torch.tensor([float(cast_fill(v, dtype)) for v in values], dtype=torch.float32)
 
 
 def _round_half_away(v):

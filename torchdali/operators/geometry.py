@@ -14,7 +14,7 @@ from .. import types
 from ..schema import BOOL, DTYPE, FLOAT, INT, INTS, LAYOUT, STR, Arg, register
 from ..tensor_list import TensorList
 from .base import Operator
-from .crop import CROP_ARGS, crop_window, fill_for, fit_window, output_fill
+from .crop import CROP_ARGS, cast_fill, crop_window, fit_window, output_fill
 
 
 def _default_layout(op, batch, ndim):
@@ -241,7 +241,7 @@ class Pad(Operator):
                     extent = -(-extent // align[k]) * align[k]
                 out[a] = extent
             shapes.append(out)
-            fills.append(fill_for(im.dtype, args.sample("fill_value", i)))
+            fills.append(cast_fill(args.sample("fill_value", i), im.dtype))
 
         dense = all(s == shapes[0] for s in shapes)
         if dense and all(f == fills[0] for f in fills):

@@ -7,7 +7,7 @@ import torch
 from ..schema import FLOAT, INT, INTS, REQUIRED, Arg, register
 from ..tensor_list import TensorList
 from .base import Operator
-from .slicing import cast_fill
+from .crop import cast_fill
 
 _F32 = np.float32
 

@@ -13,6 +13,7 @@ from .. import types
 from ..schema import BOOL, DTYPE, FLOATS, INTS, LAYOUT, STR, Arg, register
 from ..tensor_list import TensorList
 from .base import Operator
+from .crop import cast_fill
 
 _F32 = np.float32
 _PAD = ("pad", "constant")
@@ -209,25 +210,6 @@ def _source_index(idx, n, policy):
         return torch.where(m < n, m, 2 * n - 2 - m)
     m = idx.remainder(2 * n)  # reflect / reflect_1001: the edge element repeats
     return torch.where(m < n, m, 2 * n - 1 - m)
-
-
-def cast_fill(value, dtype):
-    """`value` as DALI's static_cast<OutputType>(float) gives it: float32 first; integers
-    truncated toward zero and wrapped to the type's width (x86: -3.7 -> 253 in uint8)."""
-    v = float(_F32(value))
-    if dtype.is_floating_point:
-        return v
-    if dtype == torch.bool:
-        return v != 0
-    bits = torch.iinfo(dtype).bits
-    if not math.isfinite(v) or abs(v) >= 2.0 ** 63:
-        t = -(1 << 63)  # x86's "integer indefinite"
-    else:
-        t = int(v)
-    if bits == 32 and torch.iinfo(dtype).min < 0 and not -(1 << 31) <= t < (1 << 31):
-        t = -(1 << 31)
-    t &= (1 << bits) - 1
-    return t - (1 << bits) if torch.iinfo(dtype).min < 0 and t >= 1 << (bits - 1) else t
 
 
 def _convert(t, dtype):
