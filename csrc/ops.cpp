@@ -22,15 +22,20 @@ TORCH_LIBRARY(torchdali, m) {
   m.def(
       "color_transform(Tensor[] images, Tensor matrices, Tensor offsets, ScalarType out_dtype) "
       "-> Tensor[]");
-  // Resamples each HWC image of `images` to out_sizes[2i] x out_sizes[2i+1] (height, width)
-  // with DALI's separable filters. `rois` [N, 4] float = (y0, x0, y1, x1) in input pixels
-  // (y1 < y0 or x1 < x0 flips; a zero-size ROI on an axis means the whole axis); `interp`
-  // [N, 2] = DALI interp types (min_filter, mag_filter) per sample; `antialias` widens the
-  // filter when downscaling (LINEAR -> TRIANGULAR, CUBIC, LANCZOS3, GAUSSIAN). Returns one
-  // [out_h, out_w, C] tensor of `out_dtype` (uint8, float16, float32) per image.
+  // Resamples each image of `images` (HWC, or CHW when `chw`) to out_sizes[2i] x
+  // out_sizes[2i+1] (height, width) with DALI's separable filters. `rois` [N, 4] float =
+  // (y0, x0, y1, x1) in input pixels (y1 < y0 or x1 < x0 flips; a zero-size ROI on an axis
+  // means the whole axis); `interp` [N, 2] = DALI interp types (min_filter, mag_filter) per
+  // sample; `antialias` widens the filter when downscaling (LINEAR -> TRIANGULAR, CUBIC,
+  // LANCZOS3, GAUSSIAN). Returns one
+  // [out_h, out_w, C] (or [C, out_h, out_w]) tensor of `out_dtype` (uint8, float16, float32)
+  // per image; resize.dense, for one output size, returns them as one [N, ...] tensor.
   m.def(
       "resize(Tensor[] images, int[] out_sizes, Tensor rois, Tensor interp, bool antialias, "
-      "ScalarType out_dtype) -> Tensor[]");
+      "ScalarType out_dtype, bool chw=False) -> Tensor[]");
+  m.def(
+      "resize.dense(Tensor[] images, int[] out_sizes, Tensor rois, Tensor interp, "
+      "bool antialias, ScalarType out_dtype, bool chw=False) -> Tensor");
   // Flips each sample of `images` (any dtype of 1, 2, 4 or 8 bytes): dims height_dim and
   // height_dim + 1 are H and W (HWC: 0, CHW: 1); sample i is mirrored left-right where
   // `horizontal[i]` != 0 and upside down where `vertical[i]` != 0. Outputs keep the shapes.
