@@ -1,2 +1,2 @@
 """Operator implementations, one module per family; importing this package registers them all."""
-from . import plumbing, arithmetic, conversions, random, external_source, readers, decoders, crop, color, resize, geometry  # noqa: F401
+from . import plumbing, arithmetic, conversions, random, external_source, readers, decoders, crop, color, resize, geometry, warp  # noqa: F401
