@@ -28,12 +28,24 @@ def _interp_check(v):
     return None
 
 
+def _matrix_check(v):
+    if len(v) != 6:
+        return f"must have 6 values (a 2x3 matrix), got {len(v)}"
+    return None if all(math.isfinite(x) for x in v) else "must be finite"
+
+
+def _size_check(v):
+    if len(v) != 2 or not all(math.isfinite(x) and x > 0 for x in v):
+        return "must be 2 positive values (height, width)"
+    return None
+
+
 MATRIX = ArgType("list of float", _flat_floats)
 
 # DALI's WarpAttr: the arguments that warp_affine and rotate share.
 WARP_ARGS = [
     Arg("size", FLOATS, None, "Output size (height, width), rounded; default: see the operator.",
-        per_sample=True),
+        per_sample=True, check=_size_check),
     Arg("fill_value", FLOAT, None, "Value of output pixels that map outside the input; without "
         "it the edge pixels are repeated."),
     Arg("interp_type", INTERP_TYPE, types.DALIInterpType.INTERP_LINEAR,
@@ -71,11 +83,6 @@ def explicit_size(op, i, args):
     size = args.sample("size", i)
     if size is None:
         return None
-    size = list(size)
-    if len(size) != 2:
-        raise op.error(f"argument 'size' must have 2 values (height, width), got {size}", ValueError)
-    if not all(math.isfinite(s) and s > 0 for s in size):
-        raise op.error(f"argument 'size' must be positive, got {size} for sample {i}", ValueError)
     if args.is_per_sample("size"):
         hw = [int(s) for s in size]
     else:
@@ -114,7 +121,8 @@ def _invert(m):
           args=WARP_ARGS + [
               Arg("matrix", MATRIX, None, "The 2x3 matrix (M11, M12, M13, M21, M22, M23): "
                   "dst(x, y) = src(M11 x + M12 y + M13, M21 x + M22 y + M23), (0, 0) being the "
-                  "first pixel's corner. May instead be given as a second input.", per_sample=True),
+                  "first pixel's corner. May instead be given as a second input.", per_sample=True,
+                  check=_matrix_check),
               Arg("inverse_map", BOOL, True, "True: `matrix` maps output to input coordinates; "
                   "False: input to output (it is inverted)."),
           ])
@@ -134,23 +142,25 @@ class WarpAffine(Operator):
 
     def _matrix(self, i, inputs, args):
         if len(inputs) > 1:
-            m, what = inputs[1].as_torch_list()[i], "input 1 (mtx)"
-            m = m.detach().cpu().double().numpy().ravel() if m.is_floating_point() else None
-            if m is None:
-                raise self.error(f"{what} must be a float tensor of 2x3 values", TypeError)
+            m, what = self._input_matrix(inputs[1].as_torch_list()[i], i), "input 1 (mtx)"
         else:
             m, what = np.asarray(args.sample("matrix", i), dtype=np.float64), "argument 'matrix'"
-        if m.size != 6:
-            raise self.error(f"{what} must have 6 values (a 2x3 matrix), got {m.size} for "
-                             f"sample {i}", ValueError)
-        if not np.all(np.isfinite(m)):
-            raise self.error(f"{what} of sample {i} is not finite: {m.tolist()}", ValueError)
         if not args["inverse_map"]:
             inv = _invert(m)
             if inv is None:
                 raise self.error(f"{what} of sample {i} is not invertible (inverse_map=False): "
                                  f"{m.tolist()}", ValueError)
             m = inv
+        return m
+
+    def _input_matrix(self, m, i):
+        """Sample i of the matrix input: 6 finite floats (a 2x3 matrix)."""
+        if not m.is_floating_point():
+            raise self.error(f"input 1 (mtx) must be float, got {m.dtype} for sample {i}", TypeError)
+        m = m.detach().cpu().double().numpy().ravel()
+        problem = _matrix_check(m.tolist())
+        if problem:
+            raise self.error(f"input 1 (mtx) of sample {i} {problem}: {m.tolist()}", ValueError)
         return m
 
     def run(self, inputs, args, ctx):
@@ -220,9 +230,6 @@ class Rotate(Operator):
         matrices, sizes = [], []
         for i, im in enumerate(images):
             angle = args.sample("angle", i)
-            if not math.isfinite(angle):
-                raise self.error(f"argument 'angle' must be finite, got {angle} for sample {i}",
-                                 ValueError)
             in_hw = _spatial(im, chw)
             out_hw = explicit_size(self, i, args)
             if out_hw is None:
