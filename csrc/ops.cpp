@@ -42,4 +42,20 @@ TORCH_LIBRARY(torchdali, m) {
   m.def("flip(Tensor[] images, Tensor horizontal, Tensor vertical, int height_dim=0) -> Tensor[]");
   // Permutes the dims of each sample: output dim k is input dim perm[k] (DALI's Transpose).
   m.def("transpose(Tensor[] images, int[] perm) -> Tensor[]");
+  // Warps each image (HWC, or CHW when `chw`; uint8, float16, float32) with an affine map:
+  // output pixel (x, y) of sample i samples the input at
+  //   matrices[i] @ (x + 0.5, y + 0.5, 1)
+  // (float32; row 0 gives the column, row 1 the row; input pixel (c, r) covers
+  // [c, c+1) x [r, r+1)), as DALI's warp_affine with inverse_map=True. `interp[i]`: DALI interp
+  // type 0 (NN: pixel floor(p)) or 1 (LINEAR: bilinear around p - 0.5). Outside the input:
+  // `fill` (1 or C values; converted to out_dtype, and for LINEAR then to the input type,
+  // as DALI does), or without fill the nearest edge pixel. Outputs are out_sizes[2i] x
+  // out_sizes[2i+1] (height, width) of `out_dtype`, rounded half away from zero and
+  // saturated. `.dense` returns one [N, ...] tensor (all output sizes must be equal).
+  m.def(
+      "warp_affine(Tensor[] images, Tensor matrices, int[] out_sizes, int[] interp, "
+      "Tensor? fill, ScalarType out_dtype, bool chw=False) -> Tensor[]");
+  m.def(
+      "warp_affine.dense(Tensor[] images, Tensor matrices, int[] out_sizes, int[] interp, "
+      "Tensor? fill, ScalarType out_dtype, bool chw=False) -> Tensor");
 }
