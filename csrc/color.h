@@ -10,6 +10,7 @@
 
 #include "crop_mirror_normalize.h"  // cmn::convert_sat: DALI's rounding and saturation
 
+#include "dense.h"
 #include "dispatch.h"
 
 namespace torchdali {
@@ -33,8 +34,11 @@ inline bool is_allowed_output(at::ScalarType t) {
          t == at::kShort || t == at::kInt;
 }
 
+// Checks the arguments; the outputs are views of `dense_out` when it is defined
+// (color_transform.dense).
 inline Args prepare(const at::TensorList& images, const at::Tensor& matrices,
-                    const at::Tensor& offsets, at::ScalarType out_dtype) {
+                    const at::Tensor& offsets, at::ScalarType out_dtype,
+                    const at::Tensor& dense_out = at::Tensor()) {
   Args a;
   a.n = static_cast<int64_t>(images.size());
   TORCH_CHECK_VALUE(a.n > 0, "color_transform: `images` must hold at least one image");
@@ -64,7 +68,7 @@ inline Args prepare(const at::TensorList& images, const at::Tensor& matrices,
     TORCH_CHECK_VALUE(im.device() == device, "color_transform: all `images` must be on one "
                       "device; sample 0 is on ", device, ", sample ", i, " on ", im.device());
     a.images.push_back(im.contiguous());
-    a.out.push_back(at::empty(im.sizes(), im.options().dtype(out_dtype)));
+    a.out.push_back(sample_output(dense_out, i, im, out_dtype));
   }
   const int64_t c = a.channels;
   TORCH_CHECK_VALUE(matrices.dim() == 3 && matrices.size(0) == a.n && matrices.size(1) == c &&

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "dense.h"
+
 namespace torchdali {
 namespace geometry {
 
@@ -69,7 +71,7 @@ inline FlipDims flip_dims(const at::Tensor& im, int64_t height_dim) {
 }
 
 struct FlipArgs {
-  std::vector<at::Tensor> images;
+  std::vector<at::Tensor> images, outs;
   at::Tensor horizontal, vertical;  // uint8 [N], contiguous, on the CPU or the images' device
 };
 
@@ -80,8 +82,10 @@ inline at::Tensor flag_tensor(const char* name, const at::Tensor& t, int64_t n,
   return t.ne(0).to(t.is_cpu() ? t.device() : device, at::kByte).contiguous();
 }
 
+// Checks the arguments; the outputs are views of `dense_out` when it is defined (flip.dense).
 inline FlipArgs flip_prepare(const at::TensorList& images, const at::Tensor& horizontal,
-                             const at::Tensor& vertical, int64_t height_dim) {
+                             const at::Tensor& vertical, int64_t height_dim,
+                             const at::Tensor& dense_out = at::Tensor()) {
   FlipArgs a;
   TORCH_CHECK_VALUE(height_dim >= 0, "flip: `height_dim` must be >= 0, got ", height_dim);
   a.images = check_images("flip", images, height_dim + 2);
@@ -89,6 +93,8 @@ inline FlipArgs flip_prepare(const at::TensorList& images, const at::Tensor& hor
   const at::Device device = a.images[0].device();
   a.horizontal = flag_tensor("horizontal", horizontal, n, device);
   a.vertical = flag_tensor("vertical", vertical, n, device);
+  for (int64_t i = 0; i < n; ++i)
+    a.outs.push_back(sample_output(dense_out, i, a.images[i], a.images[i].scalar_type()));
   return a;
 }
 

@@ -22,6 +22,10 @@ TORCH_LIBRARY(torchdali, m) {
   m.def(
       "color_transform(Tensor[] images, Tensor matrices, Tensor offsets, ScalarType out_dtype) "
       "-> Tensor[]");
+  // color_transform of a dense batch [N, ..., C] into one [N, ..., C] tensor.
+  m.def(
+      "color_transform.dense(Tensor images, Tensor matrices, Tensor offsets, "
+      "ScalarType out_dtype) -> Tensor");
   // Resamples each image of `images` (HWC, or CHW when `chw`) to out_sizes[2i] x
   // out_sizes[2i+1] (height, width) with DALI's separable filters. `rois` [N, 4] float =
   // (y0, x0, y1, x1) in input pixels (y1 < y0 or x1 < x0 flips; a zero-size ROI on an axis
@@ -40,6 +44,10 @@ TORCH_LIBRARY(torchdali, m) {
   // height_dim + 1 are H and W (HWC: 0, CHW: 1); sample i is mirrored left-right where
   // `horizontal[i]` != 0 and upside down where `vertical[i]` != 0. Outputs keep the shapes.
   m.def("flip(Tensor[] images, Tensor horizontal, Tensor vertical, int height_dim=0) -> Tensor[]");
+  // flip of a dense batch [N, ...] (height_dim counts within a sample) into one [N, ...] tensor.
+  m.def(
+      "flip.dense(Tensor images, Tensor horizontal, Tensor vertical, int height_dim=0) -> "
+      "Tensor");
   // Permutes the dims of each sample: output dim k is input dim perm[k] (DALI's Transpose).
   m.def("transpose(Tensor[] images, int[] perm) -> Tensor[]");
   // Warps each image (HWC, or CHW when `chw`; uint8, float16, float32) with an affine map:

@@ -25,3 +25,12 @@ def random_images(sizes, c, dtype, device, seed=0):
     else:
         ims = [(torch.rand(h, w, c, generator=g) * 255).to(dtype) for h, w in sizes]
     return [im.to(device) for im in ims]
+
+
+def assert_one_buffer(batch):
+    """The TensorList's samples are consecutive views of one [N, ...] tensor: the kernel
+    wrote a dense batch, and as_torch() hands it over without a copy."""
+    samples = batch.as_torch_list()
+    step = samples[0].numel() * samples[0].element_size()
+    assert all(s.data_ptr() == samples[0].data_ptr() + k * step for k, s in enumerate(samples))
+    assert batch.as_torch().data_ptr() == samples[0].data_ptr()

@@ -6,7 +6,7 @@ import pytest
 import torchdali
 from torchdali import types
 
-from conftest import as_numpy_batch, dali_or_skip, requires_cuda
+from conftest import as_numpy_batch, assert_one_buffer, dali_or_skip, requires_cuda
 
 pytest.importorskip("torchdali._C", reason="the C++ extension is not built")
 
@@ -276,3 +276,24 @@ def test_pad_fill_value_cast_as_dali():
     for fill, expected in ((-3.7, 253), (300.0, 44), (7.9, 7)):
         got, _ = run(torchdali, "pad", images, fill_value=fill)
         assert (got[0][2] == expected).all() and (got[0][:2] == 1).all()
+
+
+@pytest.mark.parametrize("op, kwargs", [("flip", dict(horizontal=1, vertical=1)),
+                                        ("transpose", dict(perm=[2, 0, 1])),
+                                        ("brightness_contrast", dict(brightness=1.5, contrast=0.7))])
+def test_dense_batch_stays_one_tensor(op, kwargs):
+    """A dense input batch gives a dense output batch (no stacking copy later), with the
+    values of the per-sample path."""
+    dense = RNG.integers(0, 256, (4, 9, 14, 3), dtype=np.uint8)
+
+    @torchdali.pipeline_def(batch_size=4, num_threads=2, device_id=None)
+    def pipe():
+        x = torchdali.fn.external_source(lambda: dense, layout="HWC")
+        return getattr(torchdali.fn, op)(x, **kwargs)
+
+    p = pipe()
+    p.build()
+    out = p.run()[0]
+    assert_one_buffer(out)
+    listed, _ = run(torchdali, op, list(dense), **kwargs)
+    assert_batches_equal(as_numpy_batch(out), listed)

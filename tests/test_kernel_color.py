@@ -63,6 +63,19 @@ def test_matches_reference(in_dtype, out_dtype, device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.uint8])
+@pytest.mark.parametrize("in_dtype", IN_DTYPES)
+def test_dense_batch_equals_the_list(in_dtype, out_dtype, device):
+    images, matrices, offsets, _ = make_args([(9, 14)] * 5, in_dtype, out_dtype, device)
+    dense = torch.stack(images)
+    out = color_transform(dense, matrices, offsets, out_dtype)
+    assert isinstance(out, torch.Tensor) and out.shape == dense.shape and out.dtype == out_dtype
+    assert torch.equal(out, torch.stack(color_transform(images, matrices, offsets, out_dtype)))
+    torch.library.opcheck(torch.ops.torchdali.color_transform.dense,
+                          (dense, matrices, offsets, out_dtype))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("c", [1, 2, 4])
 def test_other_channel_counts(c, device):
     args = make_args(SIZES, torch.uint8, torch.uint8, device, c=c)
@@ -114,7 +127,8 @@ def test_torch_compile_fullgraph(backend):
 
     def adjust(images, matrices, offsets):
         outs = color_transform(images, matrices, offsets, torch.float32)
-        return [o * 2.0 for o in outs]
+        dense = color_transform(torch.stack([images[0]] * 4), matrices, offsets, torch.uint8)
+        return [o * 2.0 for o in outs] + [dense + 1]
 
     torch._dynamo.reset()
     got = torch.compile(adjust, fullgraph=True, backend=backend)(images, matrices, offsets)

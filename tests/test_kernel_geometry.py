@@ -52,6 +52,21 @@ def test_flip_matches_reference(device, dtype, layout):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float16, torch.float32])
+@pytest.mark.parametrize("height_dim", [0, 1])
+def test_flip_dense_batch_equals_the_list(height_dim, dtype, device):
+    batch = random_images([(13, 7)] * 5, 3, dtype, device, chw=height_dim == 1)
+    dense = torch.stack(batch)
+    h, v = torch.tensor([1, 0, 1, 0, 1]), torch.tensor([0, 0, 1, 1, 1])
+    out = flip(dense, h, v, height_dim)
+    assert isinstance(out, torch.Tensor) and out.shape == dense.shape and out.is_contiguous()
+    assert torch.equal(out, torch.stack(flip_reference(batch, h, v, height_dim)))
+    assert torch.equal(flip(dense[:, :, ::2], h, v, height_dim),  # not contiguous
+                       torch.stack(flip_reference(list(dense[:, :, ::2]), h, v, height_dim)))
+    torch.library.opcheck(torch.ops.torchdali.flip.dense, (dense, h, v, height_dim))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_flip_every_flag_combination_and_shapes(device):
     shapes = [(5, 7), (4, 6, 1), (2, 3, 4, 5), (3, 0, 2)]
     for shape, (hf, vf) in itertools.product(shapes, itertools.product((0, 1), repeat=2)):
@@ -130,6 +145,8 @@ def test_torch_compile_fullgraph(backend):
     (lambda: flip([torch.zeros(2, 3, 3), torch.zeros(2, 3)], torch.zeros(2), torch.zeros(2)),
      "sample 1"),
     (lambda: transpose([torch.zeros(2, 3, 3)], (0, 1)), "perm"),
+    (lambda: flip(torch.zeros(2, 3, 3), torch.zeros(3), torch.zeros(2)), "horizontal"),
+    (lambda: flip(torch.zeros(2, 3), torch.zeros(2), torch.zeros(2)), "dimensions"),
     (lambda: transpose([torch.zeros(2, 3, 3)], (0, 1, 1)), "permutation"),
 ])
 def test_bad_arguments(call, match):

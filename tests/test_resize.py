@@ -6,7 +6,7 @@ import pytest
 import torchdali
 from torchdali import types
 
-from conftest import as_numpy_batch, dali_or_skip, requires_cuda
+from conftest import as_numpy_batch, assert_one_buffer, dali_or_skip, requires_cuda
 
 pytest.importorskip("torchdali._C", reason="the C++ extension is not built")
 
@@ -221,11 +221,7 @@ def test_chw_input_gives_the_hwc_result(op, kwargs):
 @pytest.mark.parametrize("layout", ["HWC", "CHW"])
 def test_one_output_size_is_a_dense_batch(op, kwargs, layout):
     """The kernel writes one [N, ...] tensor: the samples are views of one buffer."""
-    out = run(torchdali, kwargs, op=op, layout=layout, batch=True)
-    samples = out.as_torch_list()
-    step = samples[0].numel() * samples[0].element_size()
-    assert all(s.data_ptr() == samples[0].data_ptr() + k * step for k, s in enumerate(samples))
-    assert out.as_torch().data_ptr() == samples[0].data_ptr()
+    assert_one_buffer(run(torchdali, kwargs, op=op, layout=layout, batch=True))
 
 
 @requires_cuda

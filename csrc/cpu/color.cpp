@@ -43,10 +43,10 @@ void color_cpu(const color::Args& a) {
   });
 }
 
-std::vector<at::Tensor> color_transform_cpu(at::TensorList images, const at::Tensor& matrices,
-                                            const at::Tensor& offsets,
-                                            at::ScalarType out_dtype) {
-  color::Args a = color::prepare(images, matrices, offsets, out_dtype);
+color::Args color_transform_cpu_run(at::TensorList images, const at::Tensor& matrices,
+                                    const at::Tensor& offsets, at::ScalarType out_dtype,
+                                    const at::Tensor& dense_out) {
+  color::Args a = color::prepare(images, matrices, offsets, out_dtype, dense_out);
   TORCH_CHECK_VALUE(a.images[0].device().is_cpu(), "color_transform: CPU kernel got `images` "
                     "on ", a.images[0].device());
   TORCH_CHECK_VALUE(a.matrices.is_cpu() && a.offsets.is_cpu(), "color_transform: CPU kernel "
@@ -54,7 +54,21 @@ std::vector<at::Tensor> color_transform_cpu(at::TensorList images, const at::Ten
   color::dispatch(a.images[0].scalar_type(), out_dtype, [&](auto in_tag, auto out_tag) {
     color_cpu<decltype(in_tag), decltype(out_tag)>(a);
   });
-  return a.out;
+  return a;
+}
+
+std::vector<at::Tensor> color_transform_cpu(at::TensorList images, const at::Tensor& matrices,
+                                            const at::Tensor& offsets,
+                                            at::ScalarType out_dtype) {
+  return color_transform_cpu_run(images, matrices, offsets, out_dtype, at::Tensor()).out;
+}
+
+at::Tensor color_transform_dense_cpu(const at::Tensor& images, const at::Tensor& matrices,
+                                     const at::Tensor& offsets, at::ScalarType out_dtype) {
+  at::Tensor out = dense_output(images, out_dtype);
+  color_transform_cpu_run(samples_of("color_transform", images), matrices, offsets, out_dtype,
+                          out);
+  return out;
 }
 
 }  // namespace
@@ -62,4 +76,5 @@ std::vector<at::Tensor> color_transform_cpu(at::TensorList images, const at::Ten
 
 TORCH_LIBRARY_IMPL(torchdali, CPU, m) {
   m.impl("color_transform", &torchdali::color_transform_cpu);
+  m.impl("color_transform.dense", &torchdali::color_transform_dense_cpu);
 }

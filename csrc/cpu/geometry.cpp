@@ -24,8 +24,7 @@ void mirror_row(const T* __restrict src, T* __restrict dst, int64_t w, int64_t i
 }
 
 template <typename T>
-void flip_cpu_impl(const geometry::FlipArgs& a, std::vector<at::Tensor>& outs,
-                   int64_t height_dim) {
+void flip_cpu_impl(const geometry::FlipArgs& a, int64_t height_dim) {
   const uint8_t* hflags = a.horizontal.data_ptr<uint8_t>();
   const uint8_t* vflags = a.vertical.data_ptr<uint8_t>();
   std::vector<geometry::FlipDims> dims;
@@ -42,7 +41,7 @@ void flip_cpu_impl(const geometry::FlipArgs& a, std::vector<at::Tensor>& outs,
     const int64_t sy = geometry::flip_index(y, d.h, vflags[i] != 0);
     const int64_t row_len = d.w * d.inner;
     const T* src = static_cast<const T*>(a.images[i].const_data_ptr()) + (o * d.h + sy) * row_len;
-    T* dst = static_cast<T*>(outs[i].data_ptr()) + (o * d.h + y) * row_len;
+    T* dst = static_cast<T*>(a.outs[i].data_ptr()) + (o * d.h + y) * row_len;
     if (!hflags[i]) {
       std::memcpy(dst, src, row_len * sizeof(T));
       return;
@@ -56,17 +55,29 @@ void flip_cpu_impl(const geometry::FlipArgs& a, std::vector<at::Tensor>& outs,
   });
 }
 
-std::vector<at::Tensor> flip_cpu(at::TensorList images, const at::Tensor& horizontal,
-                                 const at::Tensor& vertical, int64_t height_dim) {
-  geometry::FlipArgs a = geometry::flip_prepare(images, horizontal, vertical, height_dim);
+geometry::FlipArgs flip_cpu_run(at::TensorList images, const at::Tensor& horizontal,
+                                const at::Tensor& vertical, int64_t height_dim,
+                                const at::Tensor& dense_out) {
+  geometry::FlipArgs a =
+      geometry::flip_prepare(images, horizontal, vertical, height_dim, dense_out);
   TORCH_CHECK_VALUE(a.images[0].is_cpu(), "flip: CPU kernel got `images` on ",
                     a.images[0].device());
-  std::vector<at::Tensor> outs;
-  for (const at::Tensor& im : a.images) outs.push_back(at::empty_like(im));
   geometry::dispatch_elem("flip", a.images[0], [&](auto tag) {
-    flip_cpu_impl<decltype(tag)>(a, outs, height_dim);
+    flip_cpu_impl<decltype(tag)>(a, height_dim);
   });
-  return outs;
+  return a;
+}
+
+std::vector<at::Tensor> flip_cpu(at::TensorList images, const at::Tensor& horizontal,
+                                 const at::Tensor& vertical, int64_t height_dim) {
+  return flip_cpu_run(images, horizontal, vertical, height_dim, at::Tensor()).outs;
+}
+
+at::Tensor flip_dense_cpu(const at::Tensor& images, const at::Tensor& horizontal,
+                          const at::Tensor& vertical, int64_t height_dim) {
+  at::Tensor out = dense_output(images, images.scalar_type());
+  flip_cpu_run(samples_of("flip", images), horizontal, vertical, height_dim, out);
+  return out;
 }
 
 template <typename T>
@@ -115,5 +126,6 @@ std::vector<at::Tensor> transpose_cpu(at::TensorList images, at::IntArrayRef per
 
 TORCH_LIBRARY_IMPL(torchdali, CPU, m) {
   m.impl("flip", &torchdali::flip_cpu);
+  m.impl("flip.dense", &torchdali::flip_dense_cpu);
   m.impl("transpose", &torchdali::transpose_cpu);
 }

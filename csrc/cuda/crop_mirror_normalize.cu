@@ -1,6 +1,6 @@
 // CUDA kernel of torchdali::crop_mirror_normalize: one launch for the whole batch.
 // Per-sample pointers and sizes, and the small parameters given on the CPU, go to the
-// device in one asynchronous copy, so a call never waits for the GPU.
+// device in one asynchronous copy (upload.cuh), so a call never waits for the GPU.
 
 // c10's CUDA headers rather than ATen/cuda/CUDAContext.h, which also wants the cuBLAS and
 // cuSPARSE headers that a minimal CUDA toolkit lacks.
@@ -10,10 +10,10 @@
 #include <torch/library.h>
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "../crop_mirror_normalize.h"
+#include "upload.cuh"
 
 namespace torchdali {
 namespace {
@@ -74,32 +74,13 @@ at::Tensor crop_mirror_normalize_cuda(at::TensorList images, const at::Tensor& a
   TORCH_CHECK_VALUE(a.out.is_cuda(), "crop_mirror_normalize: CUDA kernel got `images` on ",
                     a.out.device());
 
-  // One pinned table holds the per-sample descriptors and every small parameter that lives
-  // on the CPU; it goes up in one asynchronous copy. The caching host allocator keeps the
-  // buffer alive until that copy on the current stream has finished.
-  std::vector<const at::Tensor*> params = {&a.anchors, &a.mirror, &a.mean, &a.inv_std, &a.fill};
-  auto align8 = [](int64_t b) { return (b + 7) / 8 * 8; };
-  std::vector<int64_t> offsets;
-  int64_t bytes = align8(a.n * int64_t(sizeof(SampleDesc)));
-  for (const at::Tensor* t : params) {
-    offsets.push_back(bytes);
-    if (t->is_cpu()) bytes += align8(t->nbytes());
-  }
-  at::Tensor table = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
-  uint8_t* host = table.data_ptr<uint8_t>();
-  auto* desc = reinterpret_cast<SampleDesc*>(host);
+  std::vector<SampleDesc> descs;
   for (int64_t i = 0; i < a.n; ++i)
-    desc[i] = SampleDesc{a.images[i].const_data_ptr(), cmn::image_h(a.images[i], in_chw),
-                         cmn::image_w(a.images[i], in_chw)};
-  for (size_t k = 0; k < params.size(); ++k)
-    if (params[k]->is_cpu())
-      std::memcpy(host + offsets[k], params[k]->const_data_ptr(), params[k]->nbytes());
-  at::Tensor table_dev = table.to(a.out.device(), at::kByte, /*non_blocking=*/true);
-  const uint8_t* dev = table_dev.const_data_ptr<uint8_t>();
-  auto on_device = [&](size_t k) -> const void* {
-    return params[k]->is_cpu() ? static_cast<const void*>(dev + offsets[k])
-                               : params[k]->const_data_ptr();
-  };
+    descs.push_back(SampleDesc{a.images[i].const_data_ptr(), cmn::image_h(a.images[i], in_chw),
+                               cmn::image_w(a.images[i], in_chw)});
+  std::vector<const void*> params;
+  at::Tensor table = upload(descs, {&a.anchors, &a.mirror, &a.mean, &a.inv_std, &a.fill},
+                            a.out.device(), params);
 
   const dim3 block(kTileW, kTileH);
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>((crop_w + kTileW - 1) / kTileW, 65535)),
@@ -110,9 +91,10 @@ at::Tensor crop_mirror_normalize_cuda(at::TensorList images, const at::Tensor& a
     using In = decltype(in_tag);
     using Out = decltype(out_tag);
     cmn_kernel<In, Out><<<grid, block, 0, stream>>>(
-        reinterpret_cast<const SampleDesc*>(dev), static_cast<const int64_t*>(on_device(0)),
-        static_cast<const uint8_t*>(on_device(1)), static_cast<const float*>(on_device(2)),
-        static_cast<const float*>(on_device(3)), static_cast<const float*>(on_device(4)),
+        reinterpret_cast<const SampleDesc*>(table.const_data_ptr()),
+        static_cast<const int64_t*>(params[0]), static_cast<const uint8_t*>(params[1]),
+        static_cast<const float*>(params[2]), static_cast<const float*>(params[3]),
+        static_cast<const float*>(params[4]),
         a.out.mutable_data_ptr<Out>(), a.n, crop_h, crop_w,
         a.channels, out_channels, out_chw, in_chw, static_cast<float>(scale),
         static_cast<float>(shift));

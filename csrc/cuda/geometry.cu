@@ -49,26 +49,27 @@ __global__ void flip_kernel(const FlipDesc* __restrict__ descs,
   }
 }
 
-std::vector<at::Tensor> flip_cuda(at::TensorList images, const at::Tensor& horizontal,
-                                  const at::Tensor& vertical, int64_t height_dim) {
+void flip_cuda_run(at::TensorList images, const at::Tensor& horizontal,
+                   const at::Tensor& vertical, int64_t height_dim, const at::Tensor& dense_out,
+                   std::vector<at::Tensor>& outs) {
   TORCH_CHECK_VALUE(!images.empty(), "flip: `images` must hold at least one sample");
   const c10::cuda::CUDAGuard guard(images[0].device());
-  geometry::FlipArgs a = geometry::flip_prepare(images, horizontal, vertical, height_dim);
+  geometry::FlipArgs a =
+      geometry::flip_prepare(images, horizontal, vertical, height_dim, dense_out);
   TORCH_CHECK_VALUE(a.images[0].is_cuda(), "flip: CUDA kernel got `images` on ",
                     a.images[0].device());
+  outs = a.outs;
   const int64_t n = static_cast<int64_t>(a.images.size());
-  std::vector<at::Tensor> outs;
   std::vector<FlipDesc> descs;
   int64_t max_rows = 0, max_row_len = 0;
-  for (const at::Tensor& im : a.images) {
-    outs.push_back(at::empty_like(im));
-    descs.push_back(FlipDesc{im.const_data_ptr(), outs.back().data_ptr(),
-                             geometry::flip_dims(im, height_dim)});
+  for (int64_t i = 0; i < n; ++i) {
+    descs.push_back(FlipDesc{a.images[i].const_data_ptr(), a.outs[i].data_ptr(),
+                             geometry::flip_dims(a.images[i], height_dim)});
     const geometry::FlipDims& d = descs.back().d;
     max_rows = std::max(max_rows, d.outer * d.h);
     max_row_len = std::max(max_row_len, d.w * d.inner);
   }
-  if (max_rows == 0 || max_row_len == 0) return outs;
+  if (max_rows == 0 || max_row_len == 0) return;
   std::vector<const void*> flags;
   at::Tensor table = upload(descs, {&a.horizontal, &a.vertical}, a.images[0].device(), flags);
   const dim3 grid(grid_dim(max_row_len, kThreads), grid_dim(max_rows, 1), grid_dim(n, 1));
@@ -79,7 +80,21 @@ std::vector<at::Tensor> flip_cuda(at::TensorList images, const at::Tensor& horiz
         static_cast<const uint8_t*>(flags[0]), static_cast<const uint8_t*>(flags[1]), n);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
+}
+
+std::vector<at::Tensor> flip_cuda(at::TensorList images, const at::Tensor& horizontal,
+                                  const at::Tensor& vertical, int64_t height_dim) {
+  std::vector<at::Tensor> outs;
+  flip_cuda_run(images, horizontal, vertical, height_dim, at::Tensor(), outs);
   return outs;
+}
+
+at::Tensor flip_dense_cuda(const at::Tensor& images, const at::Tensor& horizontal,
+                           const at::Tensor& vertical, int64_t height_dim) {
+  at::Tensor out = dense_output(images, images.scalar_type());
+  std::vector<at::Tensor> outs;
+  flip_cuda_run(samples_of("flip", images), horizontal, vertical, height_dim, out, outs);
+  return out;
 }
 
 // --- transpose ---
@@ -139,5 +154,6 @@ std::vector<at::Tensor> transpose_cuda(at::TensorList images, at::IntArrayRef pe
 
 TORCH_LIBRARY_IMPL(torchdali, CUDA, m) {
   m.impl("flip", &torchdali::flip_cuda);
+  m.impl("flip.dense", &torchdali::flip_dense_cuda);
   m.impl("transpose", &torchdali::transpose_cuda);
 }

@@ -7,10 +7,10 @@
 #include <torch/library.h>
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "../resize.h"
+#include "upload.cuh"
 
 namespace torchdali {
 namespace {
@@ -70,10 +70,8 @@ template <typename S, typename D>
 void launch(const std::vector<PassDesc>& host, const at::Device& device, int64_t C,
             cudaStream_t stream) {
   const int64_t n = static_cast<int64_t>(host.size());
-  at::Tensor table = at::empty({int64_t(n * sizeof(PassDesc))},
-                               at::TensorOptions().dtype(at::kByte).pinned_memory(true));
-  std::memcpy(table.data_ptr<uint8_t>(), host.data(), n * sizeof(PassDesc));
-  at::Tensor dev = table.to(device, at::kByte, /*non_blocking=*/true);
+  std::vector<const void*> unused;
+  at::Tensor dev = upload(host, {}, device, unused);
   int64_t max_r = 1, max_c = 1;
   for (const PassDesc& d : host) max_r = std::max(max_r, d.rows), max_c = std::max(max_c, d.cols);
   const dim3 block(kTileW, kTileH);
@@ -81,7 +79,7 @@ void launch(const std::vector<PassDesc>& host, const at::Device& device, int64_t
                   static_cast<unsigned>(std::min<int64_t>((max_r + kTileH - 1) / kTileH, 65535)),
                   static_cast<unsigned>(std::min<int64_t>(n, 65535)));
   pass_kernel<S, D><<<grid, block, 0, stream>>>(
-      reinterpret_cast<const PassDesc*>(dev.const_data_ptr<uint8_t>()), n, C);
+      reinterpret_cast<const PassDesc*>(dev.const_data_ptr()), n, C);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

@@ -1,7 +1,7 @@
 """`torchdali::flip` and `torchdali::transpose`: their Python faces and, beside them, the
 fake kernels that let `torch.compile` trace them. Both take a list of samples that may
 differ in shape and return a list (one launch per batch on CUDA)."""
-from typing import List, Sequence
+from typing import List, Sequence, Union
 
 import torch
 
@@ -14,11 +14,14 @@ __all__ = ["flip", "transpose"]
 _MAX_DIMS = 8
 
 
-def flip(images: List[torch.Tensor], horizontal: torch.Tensor, vertical: torch.Tensor,
-         height_dim: int = 0) -> List[torch.Tensor]:
+def flip(images: Union[List[torch.Tensor], torch.Tensor], horizontal: torch.Tensor,
+         vertical: torch.Tensor, height_dim: int = 0) -> Union[List[torch.Tensor], torch.Tensor]:
     """Flips sample i left-right where `horizontal[i]` != 0 and upside down where
-    `vertical[i]` != 0; dims `height_dim` and `height_dim + 1` are H and W (HWC: 0, CHW: 1).
-    Any dtype of 1, 2, 4 or 8 bytes."""
+    `vertical[i]` != 0; dims `height_dim` and `height_dim + 1` of a sample are H and W (HWC:
+    0, CHW: 1). Any dtype of 1, 2, 4 or 8 bytes. A list of samples gives a list; a dense
+    batch [N, ...] gives one [N, ...] tensor (`flip.dense`)."""
+    if isinstance(images, torch.Tensor):
+        return torch.ops.torchdali.flip.dense(images, horizontal, vertical, height_dim)
     return torch.ops.torchdali.flip.default(images, horizontal, vertical, height_dim)
 
 
@@ -42,15 +45,27 @@ def _check_images(op, images, min_dims):
             f"{op}: elements of {im.element_size()} bytes ({im.dtype}) are not supported"))
 
 
-@torch.library.register_fake("torchdali::flip")
-def _flip_fake(images, horizontal, vertical, height_dim=0):
+def _check_flip(images, horizontal, vertical, height_dim):
     torch._check_value(height_dim >= 0, lambda: f"flip: `height_dim` must be >= 0, got {height_dim}")
     _check_images("flip", images, height_dim + 2)
     n = len(images)
     for name, t in (("horizontal", horizontal), ("vertical", vertical)):
         torch._check_value(t.dim() == 1 and t.shape[0] == n, lambda: (
             f"flip: `{name}` must have shape [{n}] (one flag per sample), got {tuple(t.shape)}"))
+
+
+@torch.library.register_fake("torchdali::flip")
+def _flip_fake(images, horizontal, vertical, height_dim=0):
+    _check_flip(images, horizontal, vertical, height_dim)
     return [torch.empty_like(im, memory_format=torch.contiguous_format) for im in images]
+
+
+@torch.library.register_fake("torchdali::flip.dense")
+def _flip_dense_fake(images, horizontal, vertical, height_dim=0):
+    torch._check_value(images.dim() >= 1, lambda: (
+        f"flip: a dense batch needs a leading batch dimension, got shape {tuple(images.shape)}"))
+    _check_flip(images.unbind(0), horizontal, vertical, height_dim)
+    return torch.empty_like(images, memory_format=torch.contiguous_format)
 
 
 @torch.library.register_fake("torchdali::transpose")

@@ -89,7 +89,9 @@ class ColorOperator(Operator):
             offsets.append(off)
         matrices = torch.from_numpy(np.stack(matrices).astype(np.float32))
         offsets = torch.from_numpy(np.stack(offsets).astype(np.float32))
-        out = color_transform(images, matrices, offsets, out_dtype)
+        # A dense batch stays one tensor (color_transform.dense); a list stays a list.
+        src = batch.as_torch() if batch.is_dense_tensor() else images
+        out = color_transform(src, matrices, offsets, out_dtype)
         return [TensorList.make(out, batch.layout(), device=batch.device)]
 
 

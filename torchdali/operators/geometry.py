@@ -61,7 +61,9 @@ class Flip(Operator):
             if im.dim() != ndim:
                 raise self.error(f"sample {i} has shape {tuple(im.shape)}, not {ndim} dims",
                                  ValueError)
-        out = flip(images, _flags(args, "horizontal", n), _flags(args, "vertical", n), h)
+        # A dense batch stays one tensor (flip.dense); a list stays a list.
+        src = batch.as_torch() if batch.is_dense_tensor() else images
+        out = flip(src, _flags(args, "horizontal", n), _flags(args, "vertical", n), h)
         d = layout.find("D")
         if d >= 0:
             depth = _flags(args, "depthwise", n)
@@ -172,7 +174,12 @@ class Transpose(Operator):
                 raise self.error(f"output_layout '{layout}' does not have {ndim} axes", ValueError)
         elif args["transpose_layout"] and layout:
             layout = "".join(layout[p] for p in perm)
-        out = transpose(images, perm) if ndim > 0 else [im.clone() for im in images]
+        if ndim == 0:
+            out = [im.clone() for im in images]
+        elif batch.is_dense_tensor():  # the whole batch as one sample, its dim 0 kept in place
+            out = transpose([batch.as_torch()], [0] + [p + 1 for p in perm])[0]
+        else:
+            out = transpose(images, perm)
         return [TensorList.make(out, layout, device=batch.device)]
 
 
