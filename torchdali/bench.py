@@ -19,14 +19,15 @@ STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
 
 
 @pipeline_def
-def imagenet_train_pipeline(data_dir, gpu, crop=224):
-    """read -> decode -> random crop -> random flip -> normalize -> float NCHW."""
+def imagenet_train_pipeline(data_dir, gpu, size=224):
+    """read -> decode -> RandomResizedCrop -> random flip -> normalize -> float NCHW: the
+    stage of the anchors in the design notes."""
     jpegs, labels = fn.readers.file(file_root=data_dir, random_shuffle=True, name="Reader")
     images = fn.decoders.image(jpegs, device="mixed" if gpu else "cpu", output_type=types.RGB)
+    images = fn.random_resized_crop(images, size=(size, size))
     images = fn.crop_mirror_normalize(
-        images, crop=(crop, crop), crop_pos_x=fn.random.uniform(range=(0.0, 1.0)),
-        crop_pos_y=fn.random.uniform(range=(0.0, 1.0)), mirror=fn.random.coin_flip(probability=0.5),
-        mean=MEAN, std=STD, dtype=types.FLOAT, output_layout=types.NCHW)
+        images, mirror=fn.random.coin_flip(probability=0.5), mean=MEAN, std=STD,
+        dtype=types.FLOAT, output_layout=types.NCHW)
     return images, labels.gpu() if gpu else labels
 
 
