@@ -10,8 +10,10 @@ mkdir -p "$out"
 steps=${*:-build tests sanitize bench}
 status=0
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-# The system compiler: a g++ that links libstdc++ statically makes error formatting crash.
-export CC=${CC:-/usr/bin/gcc} CXX=${CXX:-/usr/bin/g++} LDSHARED=${LDSHARED:-"/usr/bin/g++ -shared"}
+# The system compiler, whatever CXX says: a g++ that links libstdc++ statically (such as
+# /opt/gcc on our GPU machines) builds an extension that crashes when it formats an error.
+export CC=/usr/bin/gcc CXX=/usr/bin/g++ LDSHARED="/usr/bin/g++ -shared"
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}  # the in-place build, for the scripts
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} MAX_JOBS=${MAX_JOBS:-$(nproc)}
 for step in $steps; do
   start=$(date +%s)
