@@ -136,7 +136,7 @@ def run(lib, case, device="cpu"):
     return as_numpy_batch(p.run()[0])
 
 
-def compare(got, expected, case, ref_tol=True):
+def compare(got, expected, case):
     """uint8/int outputs within 1 level; floats within a relative tolerance."""
     diffs = []
     for a, b in zip(got, expected):
