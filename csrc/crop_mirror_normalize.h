@@ -41,8 +41,20 @@ struct Args {
   std::vector<at::Tensor> images;
   at::Tensor anchors, mirror, mean, inv_std, fill;
   int64_t n = 0, channels = 0;
+  bool in_chw = false;
   at::Tensor out;
 };
+
+// Where a pixel's channels are in an input image: channel c of pixel (y, x) is at
+// (y * W + x) * px + c * ch.
+struct InputStrides {
+  int64_t px, ch;
+};
+
+C10_HOST_DEVICE inline InputStrides input_strides(bool in_chw, int64_t h, int64_t w,
+                                                  int64_t channels) {
+  return in_chw ? InputStrides{1, h * w} : InputStrides{channels, 1};
+}
 
 inline bool is_allowed_input(at::ScalarType t) {
   return t == at::kByte || t == at::kHalf || t == at::kFloat;
@@ -71,28 +83,31 @@ inline Args prepare(const at::TensorList& images, const at::Tensor& anchors,
                     const at::Tensor& mirror, const at::Tensor& mean,
                     const at::Tensor& inv_std, int64_t crop_h, int64_t crop_w,
                     at::ScalarType out_dtype, bool out_chw, int64_t out_channels,
-                    const at::Tensor& fill) {
+                    const at::Tensor& fill, bool in_chw) {
   Args a;
   a.n = static_cast<int64_t>(images.size());
+  a.in_chw = in_chw;
   TORCH_CHECK_VALUE(a.n > 0, "crop_mirror_normalize: `images` must hold at least one image");
   const at::Tensor& first = images[0];
-  TORCH_CHECK_VALUE(first.dim() == 3, "crop_mirror_normalize: `images` must be HWC (3 dims), "
-                    "sample 0 has shape ", first.sizes());
+  const char* layout = in_chw ? "CHW" : "HWC";
+  const int cdim = in_chw ? 0 : 2;
+  TORCH_CHECK_VALUE(first.dim() == 3, "crop_mirror_normalize: `images` must be ", layout,
+                    " (3 dims), sample 0 has shape ", first.sizes());
   TORCH_CHECK_TYPE(is_allowed_input(first.scalar_type()),
                    "crop_mirror_normalize: `images` must be uint8, float16 or float32, got ",
                    first.scalar_type());
-  a.channels = first.size(2);
+  a.channels = first.size(cdim);
   TORCH_CHECK_VALUE(a.channels > 0, "crop_mirror_normalize: `images` must have channels");
   const at::Device device = first.device();
   a.images.reserve(a.n);
   for (int64_t i = 0; i < a.n; ++i) {
     const at::Tensor& im = images[i];
-    TORCH_CHECK_VALUE(im.dim() == 3, "crop_mirror_normalize: `images` must be HWC (3 dims), "
-                      "sample ", i, " has shape ", im.sizes());
-    TORCH_CHECK_VALUE(im.size(2) == a.channels,
+    TORCH_CHECK_VALUE(im.dim() == 3, "crop_mirror_normalize: `images` must be ", layout,
+                      " (3 dims), sample ", i, " has shape ", im.sizes());
+    TORCH_CHECK_VALUE(im.size(cdim) == a.channels,
                       "crop_mirror_normalize: all `images` must have the same number of "
                       "channels; sample 0 has ", a.channels, ", sample ", i, " has ",
-                      im.size(2));
+                      im.size(cdim));
     TORCH_CHECK_TYPE(im.scalar_type() == first.scalar_type(),
                      "crop_mirror_normalize: all `images` must have the same dtype; sample 0 "
                      "is ", first.scalar_type(), ", sample ", i, " is ", im.scalar_type());
@@ -150,19 +165,25 @@ void dispatch(at::ScalarType in, at::ScalarType out, F&& f) {
   dispatch_types<true>("crop_mirror_normalize", in, out, f);
 }
 
+// The height and width of an input image.
+inline int64_t image_h(const at::Tensor& im, bool in_chw) { return im.size(in_chw ? 1 : 0); }
+inline int64_t image_w(const at::Tensor& im, bool in_chw) { return im.size(in_chw ? 2 : 1); }
+
 // Writes one output pixel (all out_channels channels). `in_px` is the input pixel or null
-// when it lies outside the image; `cstride` is the output's channel stride.
+// when it lies outside the image, `in_cstride` the input's channel stride; `cstride` is the
+// output's channel stride.
 template <typename In, typename Out>
-C10_HOST_DEVICE inline void write_pixel(const In* in_px, Out* out_px, int64_t cstride,
-                                        int64_t channels, int64_t out_channels,
-                                        const float* mean, const float* inv_std,
-                                        const float* fill, float scale, float shift) {
+C10_HOST_DEVICE inline void write_pixel(const In* in_px, int64_t in_cstride, Out* out_px,
+                                        int64_t cstride, int64_t channels,
+                                        int64_t out_channels, const float* mean,
+                                        const float* inv_std, const float* fill, float scale,
+                                        float shift) {
   if (in_px == nullptr) {
     for (int64_t c = 0; c < out_channels; ++c) out_px[c * cstride] = convert_sat<Out>(fill[c]);
     return;
   }
   for (int64_t c = 0; c < channels; ++c) {
-    float v = (static_cast<float>(in_px[c]) - mean[c]) * inv_std[c] * scale + shift;
+    float v = (static_cast<float>(in_px[c * in_cstride]) - mean[c]) * inv_std[c] * scale + shift;
     out_px[c * cstride] = convert_sat<Out>(v);
   }
   for (int64_t c = channels; c < out_channels; ++c)

@@ -3,8 +3,8 @@
 #include <torch/library.h>
 
 TORCH_LIBRARY(torchdali, m) {
-  // Crops each HWC image of `images` at `anchors[i]` = (y, x) to crop_h x crop_w, flips the
-  // crop horizontally where `mirror[i]` != 0, and writes
+  // Crops each image of `images` (HWC, or CHW when `in_chw`) at `anchors[i]` = (y, x) to
+  // crop_h x crop_w, flips the crop horizontally where `mirror[i]` != 0, and writes
   //   ((in - mean[c]) * inv_std[c]) * scale + shift
   // converted (rounded, saturated) to `out_dtype` into one [N, out_channels, crop_h, crop_w]
   // (out_chw) or [N, crop_h, crop_w, out_channels] tensor. Window pixels outside an image
@@ -14,7 +14,7 @@ TORCH_LIBRARY(torchdali, m) {
   m.def(
       "crop_mirror_normalize(Tensor[] images, Tensor anchors, Tensor mirror, Tensor mean, "
       "Tensor inv_std, int crop_h, int crop_w, ScalarType out_dtype, bool out_chw, "
-      "int out_channels, float scale, float shift, Tensor fill) -> Tensor");
+      "int out_channels, float scale, float shift, Tensor fill, bool in_chw=False) -> Tensor");
   // Applies a per-sample affine colour transform to channel-last (HWC, FHWC, ...) images:
   //   out[c] = offsets[i, c] + sum_k matrices[i, c, k] * in[k]
   // in float32, converted (rounded half away from zero, saturated) to `out_dtype`. One output
@@ -22,21 +22,42 @@ TORCH_LIBRARY(torchdali, m) {
   m.def(
       "color_transform(Tensor[] images, Tensor matrices, Tensor offsets, ScalarType out_dtype) "
       "-> Tensor[]");
-  // Resamples each HWC image of `images` to out_sizes[2i] x out_sizes[2i+1] (height, width)
-  // with DALI's separable filters. `rois` [N, 4] float = (y0, x0, y1, x1) in input pixels
-  // (y1 < y0 or x1 < x0 flips; a zero-size ROI on an axis means the whole axis); `interp`
-  // [N, 2] = DALI interp types (min_filter, mag_filter) per sample; `antialias` widens the
-  // filter when downscaling (LINEAR -> TRIANGULAR, CUBIC, LANCZOS3, GAUSSIAN). Returns one
-  // [out_h, out_w, C] tensor of `out_dtype` (uint8, float16, float32) per image.
+  // Resamples each image of `images` (HWC, or CHW when `chw`) to out_sizes[2i] x
+  // out_sizes[2i+1] (height, width) with DALI's separable filters. `rois` [N, 4] float =
+  // (y0, x0, y1, x1) in input pixels (y1 < y0 or x1 < x0 flips; a zero-size ROI on an axis
+  // means the whole axis); `interp` [N, 2] = DALI interp types (min_filter, mag_filter) per
+  // sample; `antialias` widens the filter when downscaling (LINEAR -> TRIANGULAR, CUBIC,
+  // LANCZOS3, GAUSSIAN). Returns one
+  // [out_h, out_w, C] (or [C, out_h, out_w]) tensor of `out_dtype` (uint8, float16, float32)
+  // per image; resize.dense, for one output size, returns them as one [N, ...] tensor.
   m.def(
       "resize(Tensor[] images, int[] out_sizes, Tensor rois, Tensor interp, bool antialias, "
-      "ScalarType out_dtype) -> Tensor[]");
+      "ScalarType out_dtype, bool chw=False) -> Tensor[]");
+  m.def(
+      "resize.dense(Tensor[] images, int[] out_sizes, Tensor rois, Tensor interp, "
+      "bool antialias, ScalarType out_dtype, bool chw=False) -> Tensor");
   // Flips each sample of `images` (any dtype of 1, 2, 4 or 8 bytes): dims height_dim and
   // height_dim + 1 are H and W (HWC: 0, CHW: 1); sample i is mirrored left-right where
   // `horizontal[i]` != 0 and upside down where `vertical[i]` != 0. Outputs keep the shapes.
   m.def("flip(Tensor[] images, Tensor horizontal, Tensor vertical, int height_dim=0) -> Tensor[]");
   // Permutes the dims of each sample: output dim k is input dim perm[k] (DALI's Transpose).
   m.def("transpose(Tensor[] images, int[] perm) -> Tensor[]");
+  // Warps each image (HWC, or CHW when `chw`; uint8, float16, float32) with an affine map:
+  // output pixel (x, y) of sample i samples the input at
+  //   matrices[i] @ (x + 0.5, y + 0.5, 1)
+  // (float32; row 0 gives the column, row 1 the row; input pixel (c, r) covers
+  // [c, c+1) x [r, r+1)), as DALI's warp_affine with inverse_map=True. `interp[i]`: DALI interp
+  // type 0 (NN: pixel floor(p)) or 1 (LINEAR: bilinear around p - 0.5). Outside the input:
+  // `fill` (1 or C values; converted to out_dtype, and for LINEAR then to the input type,
+  // as DALI does), or without fill the nearest edge pixel. Outputs are out_sizes[2i] x
+  // out_sizes[2i+1] (height, width) of `out_dtype`, rounded half away from zero and
+  // saturated. `.dense` returns one [N, ...] tensor (all output sizes must be equal).
+  m.def(
+      "warp_affine(Tensor[] images, Tensor matrices, int[] out_sizes, int[] interp, "
+      "Tensor? fill, ScalarType out_dtype, bool chw=False) -> Tensor[]");
+  m.def(
+      "warp_affine.dense(Tensor[] images, Tensor matrices, int[] out_sizes, int[] interp, "
+      "Tensor? fill, ScalarType out_dtype, bool chw=False) -> Tensor");
   // Normalizes each sample: out = (in - mean) * inv_std + shift in float32, converted
   // (rounded half away from zero, saturated) to `out_dtype`. `mean` and `inv_std` hold 1
   // tensor (shared by all samples) or one per sample, each with the sample's number of dims

@@ -28,10 +28,12 @@ CASES = {
 }
 
 
-def run(lib, kwargs, device="cpu", mirror=True):
+def run(lib, kwargs, device="cpu", mirror=True, layout="HWC"):
+    batch = IMAGES if layout == "HWC" else [np.ascontiguousarray(im.transpose(2, 0, 1)) for im in IMAGES]
+
     @lib.pipeline_def(batch_size=len(IMAGES), num_threads=2, device_id=None if device == "cpu" else 0, seed=1)
     def pipe():
-        images = lib.fn.external_source(lambda: IMAGES, layout="HWC")
+        images = lib.fn.external_source(lambda: batch, layout=layout)
         if device == "gpu":
             images = images.gpu()
         flags = lib.fn.external_source(lambda: [np.int32(k % 2) for k in range(len(IMAGES))])
@@ -92,6 +94,33 @@ def test_against_dali(case):
     for a, b in zip(ours, theirs):
         assert a.shape == b.shape and a.dtype == b.dtype
         assert np.abs(a.astype(np.float64) - b.astype(np.float64)).mean() < 1e-2
+
+
+@pytest.mark.parametrize("case", ["imagenet", "hwc_uint8_scale", "pad_policy", "no_crop"])
+def test_chw_input_gives_the_hwc_result(case):
+    hwc = as_numpy_batch(run(torchdali, CASES[case]))
+    chw = as_numpy_batch(run(torchdali, CASES[case], layout="CHW"))
+    for a, b in zip(hwc, chw):
+        np.testing.assert_array_equal(a, b)
+
+
+FILL_CASES = {
+    "uint8_fractional_fill": dict(crop=(20, 30), out_of_bounds_policy="pad", dtype=types.UINT8,
+                                  fill_values=[3.7, 100.2, 250.9], output_layout="HWC"),
+    "chw_input_fill": dict(crop=(20, 30), out_of_bounds_policy="pad", dtype=types.FLOAT,
+                           fill_values=[0.5], mean=MEAN, std=STD),
+}
+
+
+@pytest.mark.parametrize("case", list(FILL_CASES))
+def test_fill_values_and_chw_input_against_dali(case):
+    nvidia_dali = dali_or_skip()
+    layout = "CHW" if case.startswith("chw") else "HWC"
+    ours = as_numpy_batch(run(torchdali, FILL_CASES[case], layout=layout))
+    theirs = as_numpy_batch(run(nvidia_dali, FILL_CASES[case], layout=layout))
+    for a, b in zip(ours, theirs):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_allclose(a.astype(np.float64), b.astype(np.float64), atol=1e-5)
 
 
 def test_deprecated_arguments_warn():

@@ -268,3 +268,11 @@ def test_gpu_matches_cpu(name, data, kwargs):
     want, want_layout = run(torchdali, op, images, **kwargs)
     assert got_layout == want_layout
     assert_batches_equal(got, want)
+
+
+def test_pad_fill_value_cast_as_dali():
+    """Out-of-range fills wrap the way DALI's cast does (-3.7 -> 253, 300 -> 44 in uint8)."""
+    images = [np.ones((2, 3, 1), np.uint8), np.ones((3, 2, 1), np.uint8)]
+    for fill, expected in ((-3.7, 253), (300.0, 44), (7.9, 7)):
+        got, _ = run(torchdali, "pad", images, fill_value=fill)
+        assert (got[0][2] == expected).all() and (got[0][:2] == 1).all()

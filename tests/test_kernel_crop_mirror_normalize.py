@@ -93,6 +93,18 @@ def test_matches_reference(in_dtype, out_dtype, out_chw, device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("out_chw", [False, True], ids=["to_hwc", "to_chw"])
+@pytest.mark.parametrize("in_dtype", [torch.uint8, torch.float16, torch.float32])
+def test_chw_input_matches_reference(in_dtype, out_chw, device):
+    args = make_args(SIZES + [(3, 40)], in_dtype, torch.float32, out_chw, device, c=4)
+    chw = [im.permute(2, 0, 1).contiguous() for im in args[0]]
+    out = crop_mirror_normalize(chw, *args[1:], in_chw=True)
+    assert_matches(out, reference(*args))
+    torch.library.opcheck(torch.ops.torchdali.crop_mirror_normalize.default,
+                          (chw, *args[1:], True))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("out_dtype", [torch.int8, torch.int16, torch.int32])
 def test_signed_integer_outputs_saturate(out_dtype, device):
     args = make_args(SIZES, torch.uint8, out_dtype, True, device, out_channels=3)
@@ -179,8 +191,8 @@ def test_torch_compile_fullgraph(backend):
 
 def _call(**overrides):
     args = dict(zip(["images", "anchors", "mirror", "mean", "inv_std", "crop_h", "crop_w",
-                     "out_dtype", "out_chw", "out_channels", "scale", "shift", "fill"],
-                    make_args(SIZES, torch.uint8, torch.float32, True, "cpu")))
+                     "out_dtype", "out_chw", "out_channels", "scale", "shift", "fill", "in_chw"],
+                    make_args(SIZES, torch.uint8, torch.float32, True, "cpu") + (False,)))
     args.update(overrides)
     return torch.ops.torchdali.crop_mirror_normalize.default(*args.values())
 
@@ -192,6 +204,9 @@ def _call(**overrides):
     ({"crop_w": -3}, ValueError, r"crop_mirror_normalize: `crop_h` and `crop_w`.*crop_w=-3"),
     ({"images": [torch.zeros(4, 4, dtype=torch.uint8)], "anchors": torch.zeros(1, 2, dtype=torch.int64),
       "mirror": torch.zeros(1)}, ValueError, r"crop_mirror_normalize: `images` must be HWC"),
+    ({"images": [torch.zeros(3, 4, 4, dtype=torch.uint8), torch.zeros(1, 4, 4, dtype=torch.uint8)],
+      "anchors": torch.zeros(2, 2, dtype=torch.int64), "mirror": torch.zeros(2), "in_chw": True},
+     ValueError, r"crop_mirror_normalize: all `images` must have the same number of channels"),
     ({"images": [torch.zeros(4, 4, 3, dtype=torch.uint8), torch.zeros(4, 4, 1, dtype=torch.uint8)],
       "anchors": torch.zeros(2, 2, dtype=torch.int64), "mirror": torch.zeros(2)},
      ValueError, r"crop_mirror_normalize: all `images` must have the same number of channels"),

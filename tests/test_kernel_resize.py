@@ -133,6 +133,27 @@ def test_non_contiguous_images(device):
     assert_matches(outs, expected, torch.float32, LINEAR)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("interp", [NN, LINEAR, CUBIC, LANCZOS3])
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float16, torch.float32])
+def test_chw_and_dense_outputs_equal_the_hwc_list(dtype, interp, device):
+    images = random_images(SIZES, 3, dtype, device, seed=11)
+    rois = torch.tensor([[1.5, 2.0, 15.0, 20.0], [0.0, 0.0, 0.0, 0.0],
+                         [30.0, 1.0, 2.0, 4.5], [0.0, 0.0, 0.0, 0.0]])
+    chw = [im.permute(2, 0, 1).contiguous() for im in images]
+    hwc_list = resize(images, OUT_SIZES, rois, interp, True, dtype)
+    chw_list = resize(chw, OUT_SIZES, rois, interp, True, dtype, chw=True)
+    for h, c in zip(hwc_list, chw_list):
+        assert c.shape == h.permute(2, 0, 1).shape and c.is_contiguous()
+        assert torch.equal(c, h.permute(2, 0, 1))
+    same = [(7, 12)] * len(SIZES)
+    expected = torch.stack(resize(images, same, rois, interp, True, dtype))
+    dense = resize(images, same, rois, interp, True, dtype, dense=True)
+    assert dense.shape == (len(SIZES), 7, 12, 3) and torch.equal(dense, expected)
+    dense_chw = resize(chw, same, rois, interp, True, dtype, chw=True, dense=True)
+    assert torch.equal(dense_chw, expected.permute(0, 3, 1, 2))
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("interp", [NN, LINEAR, TRIANGULAR, CUBIC, LANCZOS3])
 def test_cuda_matches_cpu(interp):
@@ -162,6 +183,10 @@ def test_opcheck(device):
     args = (images, [v for hw in OUT_SIZES for v in hw], torch.zeros(len(SIZES), 4),
             torch.ones(len(SIZES), 2, dtype=torch.int64), True, torch.float32)
     torch.library.opcheck(torch.ops.torchdali.resize.default, args)
+    chw = [im.permute(2, 0, 1).contiguous() for im in images]
+    dense_args = (chw, [5, 9] * len(SIZES)) + args[2:] + (True,)
+    torch.library.opcheck(torch.ops.torchdali.resize.default, dense_args)
+    torch.library.opcheck(torch.ops.torchdali.resize.dense, dense_args)
 
 
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
@@ -174,7 +199,9 @@ def test_torch_compile_fullgraph(backend):
 
     def f(images, rois, interp):
         outs = resize(images, OUT_SIZES, rois, interp, True, torch.float32)
-        return [o * 2.0 for o in outs]
+        dense = resize(images, [(6, 6)] * len(images), rois, interp, True, torch.float32,
+                       dense=True)
+        return [o * 2.0 for o in outs] + [dense - 1.0]
 
     torch._dynamo.reset()
     got = torch.compile(f, fullgraph=True, backend=backend)(images, rois, interp)
@@ -207,3 +234,11 @@ def _call(**overrides):
 def test_bad_inputs(overrides, error, match):
     with pytest.raises(error, match=match):
         _call(**overrides)
+
+
+def test_dense_needs_one_output_size():
+    images = random_images(SIZES, 3, torch.uint8, "cpu")
+    with pytest.raises(ValueError, match=r"resize: a dense output needs one output size.*sample 1"):
+        resize(images, OUT_SIZES, dense=True)
+    with pytest.raises(ValueError, match=r"resize: all `images` must be CHW with 17 channels"):
+        resize(images, OUT_SIZES, chw=True)

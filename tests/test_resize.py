@@ -46,15 +46,20 @@ FILTERS = {
 }
 
 
-def run(lib, kwargs, images=IMAGES, op="resize"):
+def run(lib, kwargs, images=IMAGES, op="resize", layout="HWC", batch=False):
+    """`op`'s outputs as NumPy arrays (or, with `batch`, the TensorList)."""
+    if layout == "CHW":
+        images = [np.ascontiguousarray(im.transpose(2, 0, 1)) for im in images]
+
     @lib.pipeline_def(batch_size=len(images), num_threads=2, device_id=None, seed=1)
     def pipe():
-        x = lib.fn.external_source(lambda: images, layout="HWC")
+        x = lib.fn.external_source(lambda: images, layout=layout)
         return getattr(lib.fn, op)(x, **kwargs)
 
     p = pipe()
     p.build()
-    return as_numpy_batch(p.run()[0])
+    out = p.run()[0]
+    return out if batch else as_numpy_batch(out)
 
 
 def compare(kwargs, images=IMAGES, tol=1.0, op="resize"):
@@ -187,6 +192,40 @@ def test_random_resized_crop_bad_arguments(kwargs):
 def test_bad_mode_and_layout():
     with pytest.raises((ValueError, TypeError), match="mode"):
         run(torchdali, dict(size=(3, 3), mode="bogus"))
+    volumes = [np.zeros((2, 3, 4, 1), np.uint8)]
+    with pytest.raises(ValueError, match="resize.*layout 'DHWC' is not supported"):
+        run(torchdali, dict(size=(3, 3)), volumes, layout="DHWC")
+
+
+@pytest.mark.parametrize("kwargs", [dict(size=(float("nan"), 4)), dict(resize_shorter=float("nan")),
+                                    dict(resize_x=float("inf"))])
+def test_non_finite_sizes_are_errors(kwargs):
+    with pytest.raises(ValueError, match="resize.*(size|resize_)"):
+        run(torchdali, kwargs)
+
+
+@pytest.mark.parametrize("op, kwargs", [
+    ("resize", dict(resize_shorter=21, interp_type=types.INTERP_CUBIC)),
+    ("resize", dict(size=(30, 17), roi_start=(0.9, 0.1), roi_end=(0.2, 0.8), roi_relative=True)),
+    ("random_resized_crop", dict(size=(24, 20)))])
+def test_chw_input_gives_the_hwc_result(op, kwargs):
+    hwc = run(torchdali, kwargs, op=op)
+    chw = run(torchdali, kwargs, op=op, layout="CHW", batch=True)
+    assert chw.layout() == "CHW"
+    for h, c in zip(hwc, as_numpy_batch(chw)):
+        np.testing.assert_array_equal(c, h.transpose(2, 0, 1))
+
+
+@pytest.mark.parametrize("op, kwargs", [("resize", dict(size=(13, 21))),
+                                        ("random_resized_crop", dict(size=(24, 20)))])
+@pytest.mark.parametrize("layout", ["HWC", "CHW"])
+def test_one_output_size_is_a_dense_batch(op, kwargs, layout):
+    """The kernel writes one [N, ...] tensor: the samples are views of one buffer."""
+    out = run(torchdali, kwargs, op=op, layout=layout, batch=True)
+    samples = out.as_torch_list()
+    step = samples[0].numel() * samples[0].element_size()
+    assert all(s.data_ptr() == samples[0].data_ptr() + k * step for k, s in enumerate(samples))
+    assert out.as_torch().data_ptr() == samples[0].data_ptr()
 
 
 @requires_cuda

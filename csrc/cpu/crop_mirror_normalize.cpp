@@ -28,7 +28,8 @@ void cmn_cpu(const cmn::Args& a, int64_t crop_h, int64_t crop_w, bool out_chw,
     for (int64_t row = begin; row < end; ++row) {
       const int64_t i = row / crop_h, y = row % crop_h;
       const at::Tensor& im = a.images[i];
-      const int64_t H = im.size(0), W = im.size(1);
+      const int64_t H = cmn::image_h(im, a.in_chw), W = cmn::image_w(im, a.in_chw);
+      const cmn::InputStrides in = cmn::input_strides(a.in_chw, H, W, C);
       const In* src = im.const_data_ptr<In>();
       const int64_t iy = anchors[2 * i] + y, ax = anchors[2 * i + 1];
       const bool flip = mirror[i] != 0;
@@ -36,9 +37,9 @@ void cmn_cpu(const cmn::Args& a, int64_t crop_h, int64_t crop_w, bool out_chw,
       Out* dst = out + i * sample_size + y * crop_w * px_stride;
       for (int64_t x = 0; x < crop_w; ++x) {
         const int64_t ix = ax + (flip ? crop_w - 1 - x : x);
-        const In* px = (row_in && ix >= 0 && ix < W) ? src + (iy * W + ix) * C : nullptr;
-        cmn::write_pixel<In, Out>(px, dst + x * px_stride, c_stride, C, out_channels, mean,
-                                  inv_std, fill, scale, shift);
+        const In* px = (row_in && ix >= 0 && ix < W) ? src + (iy * W + ix) * in.px : nullptr;
+        cmn::write_pixel<In, Out>(px, in.ch, dst + x * px_stride, c_stride, C, out_channels,
+                                  mean, inv_std, fill, scale, shift);
       }
     }
   });
@@ -49,9 +50,9 @@ at::Tensor crop_mirror_normalize_cpu(at::TensorList images, const at::Tensor& an
                                      const at::Tensor& inv_std, int64_t crop_h, int64_t crop_w,
                                      at::ScalarType out_dtype, bool out_chw,
                                      int64_t out_channels, double scale, double shift,
-                                     const at::Tensor& fill) {
+                                     const at::Tensor& fill, bool in_chw) {
   cmn::Args a = cmn::prepare(images, anchors, mirror, mean, inv_std, crop_h, crop_w, out_dtype,
-                             out_chw, out_channels, fill);
+                             out_chw, out_channels, fill, in_chw);
   TORCH_CHECK_VALUE(a.out.device().is_cpu(), "crop_mirror_normalize: CPU kernel got `images` "
                     "on ", a.out.device());
   cmn::dispatch(a.images[0].scalar_type(), out_dtype, [&](auto in_tag, auto out_tag) {

@@ -141,16 +141,30 @@ void resize_cpu_impl(resize::Args& a) {
   });
 }
 
-std::vector<at::Tensor> resize_cpu(at::TensorList images, at::IntArrayRef out_sizes,
-                                   const at::Tensor& rois, const at::Tensor& interp,
-                                   bool antialias, at::ScalarType out_dtype) {
-  resize::Args a = resize::prepare(images, out_sizes, rois, interp, antialias, out_dtype);
+resize::Args resize_cpu_run(at::TensorList images, at::IntArrayRef out_sizes,
+                            const at::Tensor& rois, const at::Tensor& interp, bool antialias,
+                            at::ScalarType out_dtype, bool chw, bool dense) {
+  resize::Args a =
+      resize::prepare(images, out_sizes, rois, interp, antialias, out_dtype, chw, dense);
   TORCH_CHECK_VALUE(a.images[0].device().is_cpu(), "resize: CPU kernel got `images` on ",
                     a.images[0].device());
   resize::dispatch(a.images[0].scalar_type(), out_dtype, [&](auto in_tag, auto out_tag) {
     resize_cpu_impl<decltype(in_tag), decltype(out_tag)>(a);
   });
-  return a.outs;
+  return a;
+}
+
+std::vector<at::Tensor> resize_cpu(at::TensorList images, at::IntArrayRef out_sizes,
+                                   const at::Tensor& rois, const at::Tensor& interp,
+                                   bool antialias, at::ScalarType out_dtype, bool chw) {
+  return resize_cpu_run(images, out_sizes, rois, interp, antialias, out_dtype, chw, false)
+      .results;
+}
+
+at::Tensor resize_dense_cpu(at::TensorList images, at::IntArrayRef out_sizes,
+                            const at::Tensor& rois, const at::Tensor& interp, bool antialias,
+                            at::ScalarType out_dtype, bool chw) {
+  return resize_cpu_run(images, out_sizes, rois, interp, antialias, out_dtype, chw, true).dense;
 }
 
 }  // namespace
@@ -158,4 +172,5 @@ std::vector<at::Tensor> resize_cpu(at::TensorList images, at::IntArrayRef out_si
 
 TORCH_LIBRARY_IMPL(torchdali, CPU, m) {
   m.impl("resize", &torchdali::resize_cpu);
+  m.impl("resize.dense", &torchdali::resize_dense_cpu);
 }

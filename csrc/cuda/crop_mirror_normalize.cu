@@ -19,7 +19,7 @@ namespace torchdali {
 namespace {
 
 struct SampleDesc {
-  const void* data;  // HWC, contiguous
+  const void* data;  // HWC or CHW, contiguous
   int64_t h, w;
 };
 
@@ -33,14 +33,15 @@ __global__ void cmn_kernel(const SampleDesc* __restrict__ samples,
                            const uint8_t* __restrict__ mirror, const float* __restrict__ mean,
                            const float* __restrict__ inv_std, const float* __restrict__ fill,
                            Out* __restrict__ out, int64_t n, int64_t crop_h, int64_t crop_w,
-                           int64_t channels, int64_t out_channels, bool out_chw, float scale,
-                           float shift) {
+                           int64_t channels, int64_t out_channels, bool out_chw, bool in_chw,
+                           float scale, float shift) {
   const int64_t plane = crop_h * crop_w;
   const int64_t px_stride = out_chw ? 1 : out_channels;
   const int64_t c_stride = out_chw ? plane : 1;
   for (int64_t i = blockIdx.z; i < n; i += gridDim.z) {
     const SampleDesc s = samples[i];
     const In* src = static_cast<const In*>(s.data);
+    const cmn::InputStrides in = cmn::input_strides(in_chw, s.h, s.w, channels);
     const int64_t ay = anchors[2 * i], ax = anchors[2 * i + 1];
     const bool flip = mirror[i] != 0;
     Out* dst = out + i * plane * out_channels;
@@ -51,10 +52,10 @@ __global__ void cmn_kernel(const SampleDesc* __restrict__ samples,
       for (int64_t x = int64_t(blockIdx.x) * kTileW + threadIdx.x; x < crop_w;
            x += int64_t(gridDim.x) * kTileW) {
         const int64_t ix = ax + (flip ? crop_w - 1 - x : x);
-        const In* px = (row_in && ix >= 0 && ix < s.w) ? src + (iy * s.w + ix) * channels
+        const In* px = (row_in && ix >= 0 && ix < s.w) ? src + (iy * s.w + ix) * in.px
                                                        : nullptr;
-        cmn::write_pixel<In, Out>(px, dst + (y * crop_w + x) * px_stride, c_stride, channels,
-                                  out_channels, mean, inv_std, fill, scale, shift);
+        cmn::write_pixel<In, Out>(px, in.ch, dst + (y * crop_w + x) * px_stride, c_stride,
+                                  channels, out_channels, mean, inv_std, fill, scale, shift);
       }
     }
   }
@@ -65,11 +66,11 @@ at::Tensor crop_mirror_normalize_cuda(at::TensorList images, const at::Tensor& a
                                       const at::Tensor& inv_std, int64_t crop_h,
                                       int64_t crop_w, at::ScalarType out_dtype, bool out_chw,
                                       int64_t out_channels, double scale, double shift,
-                                      const at::Tensor& fill) {
+                                      const at::Tensor& fill, bool in_chw) {
   TORCH_CHECK_VALUE(!images.empty(), "crop_mirror_normalize: `images` must hold an image");
   const c10::cuda::CUDAGuard guard(images[0].device());
   cmn::Args a = cmn::prepare(images, anchors, mirror, mean, inv_std, crop_h, crop_w, out_dtype,
-                             out_chw, out_channels, fill);
+                             out_chw, out_channels, fill, in_chw);
   TORCH_CHECK_VALUE(a.out.is_cuda(), "crop_mirror_normalize: CUDA kernel got `images` on ",
                     a.out.device());
 
@@ -88,8 +89,8 @@ at::Tensor crop_mirror_normalize_cuda(at::TensorList images, const at::Tensor& a
   uint8_t* host = table.data_ptr<uint8_t>();
   auto* desc = reinterpret_cast<SampleDesc*>(host);
   for (int64_t i = 0; i < a.n; ++i)
-    desc[i] = SampleDesc{a.images[i].const_data_ptr(), a.images[i].size(0),
-                         a.images[i].size(1)};
+    desc[i] = SampleDesc{a.images[i].const_data_ptr(), cmn::image_h(a.images[i], in_chw),
+                         cmn::image_w(a.images[i], in_chw)};
   for (size_t k = 0; k < params.size(); ++k)
     if (params[k]->is_cpu())
       std::memcpy(host + offsets[k], params[k]->const_data_ptr(), params[k]->nbytes());
@@ -113,7 +114,7 @@ at::Tensor crop_mirror_normalize_cuda(at::TensorList images, const at::Tensor& a
         static_cast<const uint8_t*>(on_device(1)), static_cast<const float*>(on_device(2)),
         static_cast<const float*>(on_device(3)), static_cast<const float*>(on_device(4)),
         a.out.mutable_data_ptr<Out>(), a.n, crop_h, crop_w,
-        a.channels, out_channels, out_chw, static_cast<float>(scale),
+        a.channels, out_channels, out_chw, in_chw, static_cast<float>(scale),
         static_cast<float>(shift));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });

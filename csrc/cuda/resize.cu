@@ -85,12 +85,13 @@ void launch(const std::vector<PassDesc>& host, const at::Device& device, int64_t
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-std::vector<at::Tensor> resize_cuda(at::TensorList images, at::IntArrayRef out_sizes,
-                                    const at::Tensor& rois, const at::Tensor& interp,
-                                    bool antialias, at::ScalarType out_dtype) {
+resize::Args resize_cuda_run(at::TensorList images, at::IntArrayRef out_sizes,
+                             const at::Tensor& rois, const at::Tensor& interp, bool antialias,
+                             at::ScalarType out_dtype, bool chw, bool dense) {
   TORCH_CHECK_VALUE(!images.empty(), "resize: `images` must hold an image");
   const c10::cuda::CUDAGuard guard(images[0].device());
-  resize::Args a = resize::prepare(images, out_sizes, rois, interp, antialias, out_dtype);
+  resize::Args a =
+      resize::prepare(images, out_sizes, rois, interp, antialias, out_dtype, chw, dense);
   const at::Device device = a.images[0].device();
   TORCH_CHECK_VALUE(device.is_cuda(), "resize: CUDA kernel got `images` on ", device);
   const int64_t C = a.channels;
@@ -123,7 +124,21 @@ std::vector<at::Tensor> resize_cuda(at::TensorList images, at::IntArrayRef out_s
     launch<decltype(in_tag), float>(first, device, C, stream);
     launch<float, decltype(out_tag)>(second, device, C, stream);
   });
-  return a.outs;
+  return a;
+}
+
+std::vector<at::Tensor> resize_cuda(at::TensorList images, at::IntArrayRef out_sizes,
+                                    const at::Tensor& rois, const at::Tensor& interp,
+                                    bool antialias, at::ScalarType out_dtype, bool chw) {
+  return resize_cuda_run(images, out_sizes, rois, interp, antialias, out_dtype, chw, false)
+      .results;
+}
+
+at::Tensor resize_dense_cuda(at::TensorList images, at::IntArrayRef out_sizes,
+                             const at::Tensor& rois, const at::Tensor& interp, bool antialias,
+                             at::ScalarType out_dtype, bool chw) {
+  return resize_cuda_run(images, out_sizes, rois, interp, antialias, out_dtype, chw, true)
+      .dense;
 }
 
 }  // namespace
@@ -131,4 +146,5 @@ std::vector<at::Tensor> resize_cuda(at::TensorList images, at::IntArrayRef out_s
 
 TORCH_LIBRARY_IMPL(torchdali, CUDA, m) {
   m.impl("resize", &torchdali::resize_cuda);
+  m.impl("resize.dense", &torchdali::resize_dense_cuda);
 }

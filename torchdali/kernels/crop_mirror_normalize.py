@@ -19,8 +19,10 @@ def crop_mirror_normalize(images: List[torch.Tensor], anchors: torch.Tensor,
                           mirror: torch.Tensor, mean: torch.Tensor, inv_std: torch.Tensor,
                           crop_h: int, crop_w: int, out_dtype: torch.dtype = torch.float32,
                           out_chw: bool = True, out_channels: int = 0, scale: float = 1.0,
-                          shift: float = 0.0, fill: torch.Tensor = None) -> torch.Tensor:
-    """Crops, flips and normalizes a batch of HWC images of any sizes into one dense tensor.
+                          shift: float = 0.0, fill: torch.Tensor = None,
+                          in_chw: bool = False) -> torch.Tensor:
+    """Crops, flips and normalizes a batch of HWC (or, with `in_chw`, CHW) images of any
+    sizes into one dense tensor.
 
     Sample i is cropped at `anchors[i]` = (y, x) to `crop_h` x `crop_w` (pixels outside the
     image take `fill[c]`), flipped horizontally where `mirror[i]` != 0, and normalized as
@@ -29,27 +31,29 @@ def crop_mirror_normalize(images: List[torch.Tensor], anchors: torch.Tensor,
     out_channels]; `out_channels` = 0 means C; channels >= C hold `fill[c]` (default 0).
     """
     if out_channels == 0:
-        out_channels = images[0].shape[-1]
+        out_channels = images[0].shape[0 if in_chw else -1]
     if fill is None:
         fill = torch.zeros(1, dtype=torch.float32)
     return torch.ops.torchdali.crop_mirror_normalize.default(
         images, anchors, mirror, mean, inv_std, crop_h, crop_w, out_dtype, out_chw,
-        out_channels, scale, shift, fill)
+        out_channels, scale, shift, fill, in_chw)
 
 
 @torch.library.register_fake("torchdali::crop_mirror_normalize")
 def _crop_mirror_normalize_fake(images, anchors, mirror, mean, inv_std, crop_h, crop_w,
-                                out_dtype, out_chw, out_channels, scale, shift, fill):
+                                out_dtype, out_chw, out_channels, scale, shift, fill,
+                                in_chw=False):
     n = len(images)
     torch._check_value(n > 0, lambda: "crop_mirror_normalize: `images` must hold an image")
-    c = images[0].shape[-1]
+    layout, cdim = ("CHW", 0) if in_chw else ("HWC", 2)
+    c = images[0].shape[cdim]
     for i, im in enumerate(images):
         torch._check_value(im.dim() == 3, lambda: (
-            f"crop_mirror_normalize: `images` must be HWC (3 dims), sample {i} has shape "
+            f"crop_mirror_normalize: `images` must be {layout} (3 dims), sample {i} has shape "
             f"{tuple(im.shape)}"))
-        torch._check_value(im.shape[2] == c, lambda: (
+        torch._check_value(im.shape[cdim] == c, lambda: (
             f"crop_mirror_normalize: all `images` must have the same number of channels; "
-            f"sample 0 has {c}, sample {i} has {im.shape[2]}"))
+            f"sample 0 has {c}, sample {i} has {im.shape[cdim]}"))
         torch._check_type(im.dtype == images[0].dtype and im.dtype in _CMN_IN_DTYPES,
                           lambda: f"crop_mirror_normalize: bad `images` dtype {im.dtype}")
     torch._check_value(anchors.dim() == 2 and anchors.shape[0] == n and anchors.shape[1] == 2,

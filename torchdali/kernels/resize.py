@@ -1,6 +1,6 @@
-"""`torchdali::resize`: its Python face and, beside it, the fake kernel that lets
-`torch.compile` trace it."""
-from typing import List, Sequence
+"""`torchdali::resize` and `torchdali::resize.dense`: their Python face and, beside it, the
+fake kernels that let `torch.compile` trace them."""
+from typing import List, Sequence, Union
 
 import torch
 
@@ -15,9 +15,11 @@ _DTYPES = (torch.uint8, torch.float16, torch.float32)
 
 def resize(images: List[torch.Tensor], out_sizes: Sequence[Sequence[int]],
            rois: torch.Tensor = None, interp=1, antialias: bool = True,
-           out_dtype: torch.dtype = None) -> List[torch.Tensor]:
-    """Resamples HWC images of any sizes to `out_sizes[i]` = (height, width) with DALI's
-    separable filters; one output tensor per image.
+           out_dtype: torch.dtype = None, chw: bool = False,
+           dense: bool = False) -> Union[List[torch.Tensor], torch.Tensor]:
+    """Resamples HWC (or, with `chw`, CHW) images of any sizes to `out_sizes[i]` =
+    (height, width) with DALI's separable filters; one output tensor per image, or with
+    `dense` (all output sizes equal) one [N, ...] tensor.
 
     `rois`: [N, 4] float (y0, x0, y1, x1) input windows in pixels (reversed = flipped;
     None = whole images). `interp`: a DALI interp type (int), or an [N, 2] tensor of
@@ -29,18 +31,19 @@ def resize(images: List[torch.Tensor], out_sizes: Sequence[Sequence[int]],
     if not isinstance(interp, torch.Tensor):
         interp = torch.full((n, 2), int(interp), dtype=torch.int64)
     flat = [int(v) for hw in out_sizes for v in hw]
-    return torch.ops.torchdali.resize.default(images, flat, rois, interp, antialias,
-                                              out_dtype or images[0].dtype)
+    op = torch.ops.torchdali.resize.dense if dense else torch.ops.torchdali.resize.default
+    return op(images, flat, rois, interp, antialias, out_dtype or images[0].dtype, chw)
 
 
-@torch.library.register_fake("torchdali::resize")
-def _resize_fake(images, out_sizes, rois, interp, antialias, out_dtype):
+def _check(images, out_sizes, rois, interp, out_dtype, chw):
+    """The shape of every output ((h, w, c) or (c, h, w)); raises as the kernels do."""
     n = len(images)
     torch._check_value(n > 0, lambda: "resize: `images` must hold at least one image")
-    c = images[0].shape[-1]
+    layout, cdim = ("CHW", 0) if chw else ("HWC", 2)
+    c = images[0].shape[cdim]
     for i, im in enumerate(images):
-        torch._check_value(im.dim() == 3 and im.shape[2] == c, lambda: (
-            f"resize: all `images` must be HWC with {c} channels; sample {i} has shape "
+        torch._check_value(im.dim() == 3 and im.shape[cdim] == c, lambda: (
+            f"resize: all `images` must be {layout} with {c} channels; sample {i} has shape "
             f"{tuple(im.shape)}"))
         torch._check_type(im.dtype == images[0].dtype and im.dtype in _DTYPES,
                           lambda: f"resize: bad `images` dtype {im.dtype}")
@@ -51,10 +54,26 @@ def _resize_fake(images, out_sizes, rois, interp, antialias, out_dtype):
     torch._check_value(interp.dim() == 2 and interp.shape[0] == n and interp.shape[1] == 2,
                        lambda: f"resize: `interp` must have shape [{n}, 2], got {tuple(interp.shape)}")
     torch._check_type(out_dtype in _DTYPES, lambda: f"resize: unsupported `out_dtype` {out_dtype}")
-    outs = []
-    for i, im in enumerate(images):
+    shapes = []
+    for i in range(n):
         h, w = out_sizes[2 * i], out_sizes[2 * i + 1]
         torch._check_value(h > 0 and w > 0, lambda: (
             f"resize: output size of sample {i} must be positive, got {h}x{w}"))
-        outs.append(im.new_empty((h, w, c), dtype=out_dtype))
-    return outs
+        shapes.append((c, h, w) if chw else (h, w, c))
+    return shapes
+
+
+@torch.library.register_fake("torchdali::resize")
+def _resize_fake(images, out_sizes, rois, interp, antialias, out_dtype, chw=False):
+    shapes = _check(images, out_sizes, rois, interp, out_dtype, chw)
+    return [im.new_empty(s, dtype=out_dtype) for im, s in zip(images, shapes)]
+
+
+@torch.library.register_fake("torchdali::resize.dense")
+def _resize_dense_fake(images, out_sizes, rois, interp, antialias, out_dtype, chw=False):
+    shapes = _check(images, out_sizes, rois, interp, out_dtype, chw)
+    for i, s in enumerate(shapes):
+        torch._check_value(s == shapes[0], lambda: (
+            f"resize: a dense output needs one output size for all images; sample 0 is "
+            f"{shapes[0]}, sample {i} is {s}"))
+    return images[0].new_empty((len(images),) + shapes[0], dtype=out_dtype)

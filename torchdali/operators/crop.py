@@ -3,6 +3,7 @@ kernel (csrc/) over the whole batch in one call when the samples share the crop 
 and normalization parameters."""
 import math
 
+import numpy as np
 import torch
 
 from .. import types
@@ -57,6 +58,31 @@ def crop_window(op, i, shape, args):
     return y, x, ch, cw
 
 
+def cast_fill(value, dtype):
+    """`value` as DALI's static_cast<OutputType>(float) gives it: float32 first; integers
+    truncated toward zero and wrapped to the type's width (x86: -3.7 -> 253 in uint8)."""
+    v = float(np.float32(value))
+    if dtype.is_floating_point:
+        return v
+    if dtype == torch.bool:
+        return v != 0
+    bits = torch.iinfo(dtype).bits
+    if not math.isfinite(v) or abs(v) >= 2.0 ** 63:
+        t = -(1 << 63)  # x86's "integer indefinite"
+    else:
+        t = int(v)
+    if bits == 32 and torch.iinfo(dtype).min < 0 and not -(1 << 31) <= t < (1 << 31):
+        t = -(1 << 31)
+    t &= (1 << bits) - 1
+    return t - (1 << bits) if torch.iinfo(dtype).min < 0 and t >= 1 << (bits - 1) else t
+
+
+def output_fill(dtype, values):
+    """`fill_values` as the float32 tensor the crop kernel writes: already in the output
+    type, so that the kernel's rounding does not change them."""
+    return torch.tensor([float(cast_fill(v, dtype)) for v in values], dtype=torch.float32)
+
+
 def _round_half_away(v):
     return int(math.floor(v + 0.5)) if v >= 0 else -int(math.floor(-v + 0.5))
 
@@ -90,15 +116,18 @@ def fit_window(op, i, window, shape, policy):
               Arg("pad_output", BOOL, False, "Pad the channels to the next power of two with zeros."),
           ])
 class CropMirrorNormalize(Operator):
-    """Crop, flip and normalize HWC images: (in - mean) / std * scale + shift, into one
-    dense batch in CHW or HWC layout."""
+    """Crop, flip and normalize HWC or CHW images: (in - mean) / std * scale + shift, into
+    one dense batch in CHW or HWC layout."""
 
     def run(self, inputs, args, ctx):
         from ..kernels.crop_mirror_normalize import crop_mirror_normalize  # loads the extension on first use
 
         batch = inputs[0]
-        if batch.layout() not in ("", "HWC"):
-            raise self.error(f"input layout '{batch.layout()}' is not supported; give HWC images", ValueError)
+        in_layout = batch.layout() or "HWC"
+        if in_layout not in ("HWC", "CHW"):
+            raise self.error(f"input layout '{in_layout}' is not supported; give HWC or CHW images",
+                             ValueError)
+        in_chw = in_layout == "CHW"
         images = batch.as_torch_list()
         n = len(images)
         if n == 0:
@@ -107,10 +136,12 @@ class CropMirrorNormalize(Operator):
         plans = []
         for i, img in enumerate(images):
             if img.dim() != 3:
-                raise self.error(f"sample {i} has shape {tuple(img.shape)}; expected HWC images", ValueError)
-            window = crop_window(self, i, img.shape, args) or (0, 0, img.shape[0], img.shape[1])
-            window = fit_window(self, i, window, img.shape, policy)
-            c = img.shape[2]
+                raise self.error(f"sample {i} has shape {tuple(img.shape)}; expected {in_layout} "
+                                 "images", ValueError)
+            hw = img.shape[1:] if in_chw else img.shape[:2]
+            c = img.shape[0] if in_chw else img.shape[2]
+            window = crop_window(self, i, hw, args) or (0, 0, hw[0], hw[1])
+            window = fit_window(self, i, window, hw, policy)
             mean, std = args.sample("mean", i), args.sample("std", i)
             for name, v in (("mean", mean), ("std", std)):
                 if len(v) not in (1, c):
@@ -118,9 +149,9 @@ class CropMirrorNormalize(Operator):
             plans.append((window, tuple(mean), tuple(std), bool(args.sample("mirror", i))))
         out_dtype = types.to_torch_type(args["dtype"])
         chw = args["output_layout"] == "CHW"
-        c = images[0].shape[2]
+        c = images[0].shape[0 if in_chw else 2]
         out_c = 1 << (c - 1).bit_length() if args["pad_output"] else c
-        fill = torch.tensor(args["fill_values"], dtype=torch.float32)
+        fill = output_fill(out_dtype, args["fill_values"])
 
         def call(idx, window_hw, mean, std):
             anchors = torch.tensor([plans[i][0][:2] for i in idx], dtype=torch.int64)
@@ -128,7 +159,8 @@ class CropMirrorNormalize(Operator):
             inv_std = torch.tensor([1.0 / s for s in std], dtype=torch.float32)
             return crop_mirror_normalize(
                 [images[i] for i in idx], anchors, mirror, torch.tensor(mean, dtype=torch.float32), inv_std,
-                window_hw[0], window_hw[1], out_dtype, chw, out_c, args["scale"], args["shift"], fill)
+                window_hw[0], window_hw[1], out_dtype, chw, out_c, args["scale"], args["shift"], fill,
+                in_chw=in_chw)
 
         layout = "CHW" if chw else "HWC"
         keys = {(p[0][2], p[0][3], p[1], p[2]) for p in plans}

@@ -198,37 +198,43 @@ def apply_orientation(chw, orientation):
 _COMPAT = "Accepted for compatibility (nvJPEG/cache tuning of DALI's own decoder); no effect here."
 
 
+# decoders.image's arguments, shared by its fused variants (operators/decoder_crops.py).
+DECODER_ARGS = [
+    Arg("output_type", IMAGE_TYPE, types.RGB, "Colour space of the output: RGB, BGR, GRAY, "
+        "YCbCr (ITU-R BT.601, Y in 16..235), or ANY_DATA (the channels as stored, alpha "
+        "included)."),
+    Arg("dtype", DTYPE, types.UINT8, "Output type; values are scaled to its dynamic range "
+        "(floats: 0..1). 16-bit images keep their precision until this conversion.",
+        choices=_DTYPES),
+    Arg("adjust_orientation", BOOL, True, "Apply the EXIF orientation."),
+    Arg("jpeg_fancy_upsampling", BOOL, False, "'mixed': upsample JPEG chroma like the CPU "
+        "decoder (libjpeg-turbo's fancy upsampling). nvJPEG (through torchvision) has no "
+        "such mode, so chroma-subsampled JPEGs are then decoded on the CPU and copied."),
+    Arg("on_error", STR, "raise", "A file that can't be decoded: 'raise' an error naming it, or "
+        "'skip' it (the sample leaves the iteration, with a warning counting skipped files).",
+        choices=("raise", "skip")),
+    Arg("use_fast_idct", BOOL, False, "libjpeg-turbo's fast IDCT, which torchvision doesn't "
+        "expose: accepted, no effect."),
+    Arg("hw_decoder_load", FLOAT, 0.65, _COMPAT),
+    Arg("hybrid_huffman_threshold", INT, 1000000, _COMPAT),
+    Arg("device_memory_padding", INT, 16777216, _COMPAT),
+    Arg("host_memory_padding", INT, 8388608, _COMPAT),
+    Arg("device_memory_padding_jpeg2k", INT, 0, _COMPAT),
+    Arg("host_memory_padding_jpeg2k", INT, 0, _COMPAT),
+    Arg("preallocate_width_hint", INT, 0, _COMPAT),
+    Arg("preallocate_height_hint", INT, 0, _COMPAT),
+    Arg("affine", BOOL, True, _COMPAT),
+    Arg("cache_size", INT, 0, _COMPAT),
+    Arg("cache_threshold", INT, 0, _COMPAT),
+    Arg("cache_type", STR, "", _COMPAT),
+    Arg("cache_debug", BOOL, False, _COMPAT),
+    Arg("cache_batch_copy", BOOL, True, _COMPAT),
+]
+DECODER_DEPRECATED_ARGS = {"split_stages": None, "use_chunk_allocator": None, "memory_stats": None}
+
+
 @register("decoders.image", devices=("cpu", "mixed"), inputs=(1, 1), aliases=("ImageDecoder",),
-          deprecated_args={"split_stages": None, "use_chunk_allocator": None, "memory_stats": None},
-          args=[Arg("output_type", IMAGE_TYPE, types.RGB, "Colour space of the output: RGB, BGR, GRAY, "
-                    "YCbCr (ITU-R BT.601, Y in 16..235), or ANY_DATA (the channels as stored, alpha "
-                    "included)."),
-                Arg("dtype", DTYPE, types.UINT8, "Output type; values are scaled to its dynamic range "
-                    "(floats: 0..1). 16-bit images keep their precision until this conversion.",
-                    choices=_DTYPES),
-                Arg("adjust_orientation", BOOL, True, "Apply the EXIF orientation."),
-                Arg("jpeg_fancy_upsampling", BOOL, False, "'mixed': upsample JPEG chroma like the CPU "
-                    "decoder (libjpeg-turbo's fancy upsampling). nvJPEG (through torchvision) has no "
-                    "such mode, so chroma-subsampled JPEGs are then decoded on the CPU and copied."),
-                Arg("on_error", STR, "raise", "A file that can't be decoded: 'raise' an error naming it, or "
-                    "'skip' it (the sample leaves the iteration, with a warning counting skipped files).",
-                    choices=("raise", "skip")),
-                Arg("use_fast_idct", BOOL, False, "libjpeg-turbo's fast IDCT, which torchvision doesn't "
-                    "expose: accepted, no effect."),
-                Arg("hw_decoder_load", FLOAT, 0.65, _COMPAT),
-                Arg("hybrid_huffman_threshold", INT, 1000000, _COMPAT),
-                Arg("device_memory_padding", INT, 16777216, _COMPAT),
-                Arg("host_memory_padding", INT, 8388608, _COMPAT),
-                Arg("device_memory_padding_jpeg2k", INT, 0, _COMPAT),
-                Arg("host_memory_padding_jpeg2k", INT, 0, _COMPAT),
-                Arg("preallocate_width_hint", INT, 0, _COMPAT),
-                Arg("preallocate_height_hint", INT, 0, _COMPAT),
-                Arg("affine", BOOL, True, _COMPAT),
-                Arg("cache_size", INT, 0, _COMPAT),
-                Arg("cache_threshold", INT, 0, _COMPAT),
-                Arg("cache_type", STR, "", _COMPAT),
-                Arg("cache_debug", BOOL, False, _COMPAT),
-                Arg("cache_batch_copy", BOOL, True, _COMPAT)])
+          deprecated_args=DECODER_DEPRECATED_ARGS, args=DECODER_ARGS)
 class ImageDecoder(Operator):
     """Decode JPEG, PNG, WebP and the other formats Pillow reads (BMP, TIFF, PNM, ...)
     into HWC images, following EXIF orientation. 'mixed' decodes JPEGs in one batched
@@ -237,7 +243,7 @@ class ImageDecoder(Operator):
     def __init__(self, spec):
         super().__init__(spec)
         if spec.device == "mixed" and _tvio is None:
-            raise RuntimeError("decoders.image: device='mixed' needs torchvision (with CUDA) for nvJPEG "
+            raise RuntimeError(f"{spec.schema.name}: device='mixed' needs torchvision (with CUDA) for nvJPEG "
                                "decoding, and it cannot be imported")
         self.output_type = spec.args["output_type"]
         self.dtype = types.to_torch_type(spec.args["dtype"])
@@ -249,7 +255,7 @@ class ImageDecoder(Operator):
         return batch.source_info[i] if batch.source_info and batch.source_info[i] else f"sample {i}"
 
     def _fail(self, batch, i, exc):
-        return RuntimeError(f"decoders.image: cannot decode {self._name(batch, i)}: {_reason(exc)}")
+        return RuntimeError(f"{self.name}: cannot decode {self._name(batch, i)}: {_reason(exc)}")
 
     def run(self, inputs, args, ctx):
         batch = inputs[0]
@@ -268,7 +274,7 @@ class ImageDecoder(Operator):
                 raise self._fail(batch, i, errors[i]) from errors[i]
             self.skipped += len(errors)
             names = [self._name(batch, i) for i in sorted(errors)]
-            ctx.warn(f"decoders.image: skipped {len(errors)} undecodable sample(s) in this batch "
+            ctx.warn(f"{self.name}: skipped {len(errors)} undecodable sample(s) in this batch "
                      f"({', '.join(names)}); {self.skipped} skipped so far")
             ctx.drop_samples(sorted(errors))
         keep = [i for i in range(len(data)) if i not in errors]

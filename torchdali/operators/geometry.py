@@ -14,7 +14,7 @@ from .. import types
 from ..schema import BOOL, DTYPE, FLOAT, INT, INTS, LAYOUT, STR, Arg, register
 from ..tensor_list import TensorList
 from .base import Operator
-from .crop import CROP_ARGS, crop_window, fit_window
+from .crop import CROP_ARGS, cast_fill, crop_window, fit_window, output_fill
 
 
 def _default_layout(op, batch, ndim):
@@ -98,31 +98,29 @@ class Crop(Operator):
             raise self.error(f"input layout '{layout}' is not supported; give HWC or CHW images",
                              ValueError)
         chw = layout == "CHW"
-        hwc = [im.permute(1, 2, 0) if chw and im.dim() == 3 else im for im in images]
         in_dtype = images[0].dtype
         if in_dtype not in (torch.uint8, torch.float16, torch.float32):
             raise self.error(f"input type {in_dtype} is not supported; give uint8, float16 or "
                              "float32 images", TypeError)
         out_dtype = types.to_torch_type(args["dtype"]) if args["dtype"] is not None else in_dtype
-        # Fill values are cast to the output type as DALI does (truncated); the kernel would
-        # round them.
-        fill = torch.tensor([float(_fill_for(out_dtype, v)) for v in args["fill_values"]],
-                            dtype=torch.float32)
+        fill = output_fill(out_dtype, args["fill_values"])
         windows = []
-        for i, im in enumerate(hwc):
+        for i, im in enumerate(images):
             if im.dim() != 3 or im.dtype != in_dtype:
-                raise self.error(f"sample {i} ({tuple(images[i].shape)}, {images[i].dtype}) "
+                raise self.error(f"sample {i} ({tuple(im.shape)}, {im.dtype}) "
                                  f"differs from sample 0 in rank or type", ValueError)
-            if fill.numel() not in (1, im.shape[2]):
-                raise self.error(f"fill_values has {fill.numel()} values for {im.shape[2]} "
+            hw = im.shape[1:] if chw else im.shape[:2]
+            channels = im.shape[0] if chw else im.shape[2]
+            if fill.numel() not in (1, channels):
+                raise self.error(f"fill_values has {fill.numel()} values for {channels} "
                                  "channels; give 1 or one per channel", ValueError)
-            window = crop_window(self, i, im.shape, args) or (0, 0, im.shape[0], im.shape[1])
+            window = crop_window(self, i, hw, args) or (0, 0, hw[0], hw[1])
             if args["rounding"] == "truncate":
                 y, x, ch, cw = window
-                y = math.trunc(args.sample("crop_pos_y", i) * (im.shape[0] - ch))
-                x = math.trunc(args.sample("crop_pos_x", i) * (im.shape[1] - cw))
+                y = math.trunc(args.sample("crop_pos_y", i) * (hw[0] - ch))
+                x = math.trunc(args.sample("crop_pos_x", i) * (hw[1] - cw))
                 window = (y, x, ch, cw)
-            windows.append(fit_window(self, i, window, im.shape, args["out_of_bounds_policy"]))
+            windows.append(fit_window(self, i, window, hw, args["out_of_bounds_policy"]))
 
         groups = {}
         for i, (_, _, ch, cw) in enumerate(windows):
@@ -132,8 +130,8 @@ class Crop(Operator):
         for (ch, cw), idx in groups.items():
             anchors = torch.tensor([windows[i][:2] for i in idx], dtype=torch.int64)
             out = crop_mirror_normalize(
-                [hwc[i] for i in idx], anchors, torch.zeros(len(idx), dtype=torch.uint8), zero,
-                one, ch, cw, out_dtype, chw, hwc[idx[0]].shape[2], 1.0, 0.0, fill)
+                [images[i] for i in idx], anchors, torch.zeros(len(idx), dtype=torch.uint8), zero,
+                one, ch, cw, out_dtype, chw, 0, 1.0, 0.0, fill, in_chw=chw)
             if len(groups) == 1:
                 return [TensorList.make(out, layout, device=batch.device)]
             for k, i in enumerate(idx):
@@ -176,19 +174,6 @@ class Transpose(Operator):
             layout = "".join(layout[p] for p in perm)
         out = transpose(images, perm) if ndim > 0 else [im.clone() for im in images]
         return [TensorList.make(out, layout, device=batch.device)]
-
-
-def _fill_for(dtype, value):
-    """The fill value in `dtype`: truncated toward zero like DALI's cast, and saturated
-    (DALI wraps out-of-range values, e.g. -3.7 becomes 253 in uint8)."""
-    if dtype == torch.bool:
-        return bool(value)
-    if dtype.is_floating_point:
-        return value
-    info = torch.iinfo(dtype)
-    if math.isnan(value):
-        return 0
-    return int(min(max(math.trunc(value) if math.isfinite(value) else value, info.min), info.max))
 
 
 @register("pad", devices=("cpu", "gpu"), inputs=(1, 1), aliases=("Pad",), args=[
@@ -256,7 +241,7 @@ class Pad(Operator):
                     extent = -(-extent // align[k]) * align[k]
                 out[a] = extent
             shapes.append(out)
-            fills.append(_fill_for(im.dtype, args.sample("fill_value", i)))
+            fills.append(cast_fill(args.sample("fill_value", i), im.dtype))
 
         dense = all(s == shapes[0] for s in shapes)
         if dense and all(f == fills[0] for f in fills):

@@ -109,14 +109,32 @@ def _out_dtype(op, in_dtype, dtype):
     return out
 
 
-def _hwc_images(op, batch):
-    if batch.layout() not in ("", "HWC"):
-        raise op.error(f"input layout '{batch.layout()}' is not supported; give HWC images", ValueError)
+def _images(op, batch):
+    """The batch's samples, their layout ('HWC' or 'CHW') and each one's (height, width)."""
+    layout = batch.layout() or "HWC"
+    if layout not in ("HWC", "CHW"):
+        raise op.error(f"input layout '{layout}' is not supported; give HWC or CHW images", ValueError)
     images = batch.as_torch_list()
     for i, img in enumerate(images):
         if img.dim() != 3:
-            raise op.error(f"sample {i} has shape {tuple(img.shape)}; expected HWC images", ValueError)
-    return images
+            raise op.error(f"sample {i} has shape {tuple(img.shape)}; expected {layout} images", ValueError)
+    hw = [tuple(img.shape[1:] if layout == "CHW" else img.shape[:2]) for img in images]
+    return images, layout, hw
+
+
+def _resample(images, layout, sizes, rois, filters, args, out_dtype, device):
+    """One kernel call for the batch: a dense batch when every output has one size."""
+    from ..kernels.resize import resize  # loads the extension on first use
+
+    out = resize(images, sizes, torch.tensor(rois, dtype=torch.float32),
+                 torch.tensor(filters, dtype=torch.int64), bool(args["antialias"]), out_dtype,
+                 chw=layout == "CHW", dense=all(s == sizes[0] for s in sizes))
+    return TensorList.make(out, layout, device=device)
+
+
+def _finite(v):
+    values = v if isinstance(v, (list, tuple)) else [v]
+    return None if all(math.isfinite(x) for x in values) else "must be finite"
 
 
 RESAMPLING_ARGS = [
@@ -132,24 +150,24 @@ RESAMPLING_ARGS = [
 
 @register("resize", devices=("cpu", "gpu"), inputs=(1, 1), aliases=("Resize",),
           args=RESAMPLING_ARGS + [
-              Arg("resize_x", FLOAT, None, "Output width (0 or absent: keep the aspect ratio).", per_sample=True),
-              Arg("resize_y", FLOAT, None, "Output height (0 or absent: keep the aspect ratio).", per_sample=True),
-              Arg("size", FLOATS, None, "Output size (height, width); 0 extents are computed.", per_sample=True),
+              Arg("resize_x", FLOAT, None, "Output width (0 or absent: keep the aspect ratio).", per_sample=True, check=_finite),
+              Arg("resize_y", FLOAT, None, "Output height (0 or absent: keep the aspect ratio).", per_sample=True, check=_finite),
+              Arg("size", FLOATS, None, "Output size (height, width); 0 extents are computed.", per_sample=True, check=_finite),
               Arg("mode", STR, None, "'default', 'stretch', 'not_larger' or 'not_smaller'.", choices=_MODES),
               Arg("resize_shorter", FLOAT, None, "Length of the shorter side (keeps the aspect ratio).",
-                  per_sample=True),
+                  per_sample=True, check=_finite),
               Arg("resize_longer", FLOAT, None, "Length of the longer side (keeps the aspect ratio).",
-                  per_sample=True),
-              Arg("max_size", FLOATS, None, "Limit of the output size (one value or one per axis)."),
+                  per_sample=True, check=_finite),
+              Arg("max_size", FLOATS, None, "Limit of the output size (one value or one per axis).", check=_finite),
               Arg("subpixel_scale", BOOL, True, "Adjust the ROI to keep fractional output sizes' scale."),
-              Arg("roi_start", FLOATS, None, "Input ROI origin (y, x).", per_sample=True),
-              Arg("roi_end", FLOATS, None, "Input ROI end (y, x).", per_sample=True),
+              Arg("roi_start", FLOATS, None, "Input ROI origin (y, x).", per_sample=True, check=_finite),
+              Arg("roi_end", FLOATS, None, "Input ROI end (y, x).", per_sample=True, check=_finite),
               Arg("roi_relative", BOOL, False, "ROI coordinates relative to the input size (0..1)."),
               Arg("save_attrs", BOOL, False, "Not supported: must be False.",
                   check=lambda v: "is not supported" if v else None),
           ])
 class Resize(Operator):
-    """Resize HWC images with DALI's filters, output sizes and ROI semantics."""
+    """Resize HWC or CHW images with DALI's filters, output sizes and ROI semantics."""
 
     def __init__(self, spec):
         super().__init__(spec)
@@ -214,22 +232,18 @@ class Resize(Operator):
         return out, (lo[0], lo[1], hi[0], hi[1]), sample_filters(i, args)
 
     def run(self, inputs, args, ctx):
-        from ..kernels.resize import resize  # loads the extension on first use
-
         batch = inputs[0]
-        images = _hwc_images(self, batch)
+        images, layout, hws = _images(self, batch)
         if not images:
             return [batch]
         sizes, rois, filters = [], [], []
-        for i, img in enumerate(images):
-            out, roi, flt = self.plan(i, img.shape, args)
+        for i, hw in enumerate(hws):
+            out, roi, flt = self.plan(i, hw, args)
             sizes.append(out)
             rois.append(roi)
             filters.append(flt)
         out_dtype = _out_dtype(self, images[0].dtype, args["dtype"])
-        outs = resize(images, sizes, torch.tensor(rois, dtype=torch.float32),
-                      torch.tensor(filters, dtype=torch.int64), bool(args["antialias"]), out_dtype)
-        return [TensorList.make(outs, "HWC", device=batch.device)]
+        return [_resample(images, layout, sizes, rois, filters, args, out_dtype, batch.device)]
 
 
 def random_crop_window(rng, h, w, area, aspect, num_attempts):
@@ -277,7 +291,8 @@ def _range_of_two(upper):
 
 @register("random_resized_crop", devices=("cpu", "gpu"), inputs=(1, 1), aliases=("RandomResizedCrop",),
           args=RESAMPLING_ARGS + [
-              Arg("size", FLOATS, REQUIRED, "Output size (height, width), or one value for both."),
+              Arg("size", FLOATS, REQUIRED, "Output size (height, width), or one value for both.",
+                  check=_finite),
               Arg("random_area", FLOATS, [0.08, 1.0], "Range of the crop's area as a fraction of the image's.",
                   check=_range_of_two(1.0)),
               Arg("random_aspect_ratio", FLOATS, [3.0 / 4.0, 4.0 / 3.0], "Range of the crop's width / height.",
@@ -300,22 +315,19 @@ class RandomResizedCrop(RandomOperator):
         self._size = [int(v) for v in size]
 
     def run(self, inputs, args, ctx):
-        from ..kernels.resize import resize  # loads the extension on first use
-
         batch = inputs[0]
-        images = _hwc_images(self, batch)
+        images, layout, hws = _images(self, batch)
         if not images:
             return [batch]
         area, aspect = args["random_area"], args["random_aspect_ratio"]
         rois, filters = [], []
-        for i, img in enumerate(images):
-            h, w = int(img.shape[0]), int(img.shape[1])
+        for i, (h, w) in enumerate(hws):
+            h, w = int(h), int(w)
             if h == 0 or w == 0:
-                raise self.error(f"sample {i} is empty ({tuple(img.shape)})", ValueError)
+                raise self.error(f"sample {i} is empty ({tuple(images[i].shape)})", ValueError)
             y, x, ch, cw = random_crop_window(self.rng, h, w, area, aspect, args["num_attempts"])
             rois.append((y, x, y + ch, x + cw))
             filters.append(sample_filters(i, args))
         out_dtype = _out_dtype(self, images[0].dtype, args["dtype"])
-        outs = resize(images, [self._size] * len(images), torch.tensor(rois, dtype=torch.float32),
-                      torch.tensor(filters, dtype=torch.int64), bool(args["antialias"]), out_dtype)
-        return [TensorList.make(outs, "HWC", device=batch.device)]
+        sizes = [self._size] * len(images)
+        return [_resample(images, layout, sizes, rois, filters, args, out_dtype, batch.device)]

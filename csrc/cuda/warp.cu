@@ -1,0 +1,90 @@
+// CUDA kernel of torchdali::warp_affine (list and dense outputs): one launch per batch. The
+// per-sample descriptors and the border values go to the device in one asynchronous copy of
+// a pinned table, so a call never waits for the GPU.
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "../warp.h"
+#include "upload.cuh"
+
+namespace torchdali {
+namespace {
+
+constexpr int kThreads = 256;
+
+// blockIdx.z walks samples, blockIdx.y output rows, x the pixels of a row: consecutive
+// threads write consecutive pixels, reading nearby source pixels.
+template <typename In, typename Out>
+__global__ void warp_kernel(const warp::Sample* __restrict__ samples,
+                            const float* __restrict__ border, int64_t n) {
+  for (int64_t i = blockIdx.z; i < n; i += gridDim.z) {
+    const warp::Sample s = samples[i];
+    for (int64_t y = blockIdx.y; y < s.out_h; y += gridDim.y)
+      for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < s.out_w;
+           x += int64_t(gridDim.x) * blockDim.x)
+        warp::warp_pixel<In, Out>(s, x, y, border);
+  }
+}
+
+std::vector<at::Tensor> run(const at::TensorList& images, const at::Tensor& matrices,
+                            at::IntArrayRef out_sizes, at::IntArrayRef interp,
+                            const std::optional<at::Tensor>& fill, at::ScalarType out_dtype,
+                            bool chw, bool dense, at::Tensor* batch) {
+  TORCH_CHECK_VALUE(!images.empty(), "warp_affine: `images` must hold at least one image");
+  const c10::cuda::CUDAGuard guard(images[0].device());
+  warp::Args a = warp::prepare(images, matrices, out_sizes, interp, fill, out_dtype, chw);
+  TORCH_CHECK_VALUE(a.images[0].is_cuda(), "warp_affine: CUDA kernel got `images` on ",
+                    a.images[0].device());
+  std::vector<at::Tensor> outs = warp::allocate(a, dense, batch);
+  int64_t max_h = 0, max_w = 0;
+  for (const warp::Sample& s : a.samples) {
+    max_h = std::max(max_h, s.out_h);
+    max_w = std::max(max_w, s.out_w);
+  }
+  const dim3 grid(grid_dim(max_w, kThreads), grid_dim(max_h, 1), grid_dim(a.n, 1));
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  warp::dispatch(a.images[0].scalar_type(), out_dtype, [&](auto in, auto out) {
+    using In = decltype(in);
+    using Out = decltype(out);
+    at::Tensor border;
+    if (a.fill.defined()) border = warp::border_table<In, Out>(a.fill);
+    std::vector<const at::Tensor*> extra;
+    if (border.defined()) extra.push_back(&border);
+    std::vector<const void*> extra_dev;
+    at::Tensor table = upload(a.samples, extra, a.images[0].device(), extra_dev);
+    warp_kernel<In, Out><<<grid, kThreads, 0, stream>>>(
+        reinterpret_cast<const warp::Sample*>(table.const_data_ptr()),
+        border.defined() ? static_cast<const float*>(extra_dev[0]) : nullptr, a.n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+  return outs;
+}
+
+std::vector<at::Tensor> warp_affine_cuda(at::TensorList images, const at::Tensor& matrices,
+                                         at::IntArrayRef out_sizes, at::IntArrayRef interp,
+                                         const std::optional<at::Tensor>& fill,
+                                         at::ScalarType out_dtype, bool chw) {
+  return run(images, matrices, out_sizes, interp, fill, out_dtype, chw, false, nullptr);
+}
+
+at::Tensor warp_affine_dense_cuda(at::TensorList images, const at::Tensor& matrices,
+                                  at::IntArrayRef out_sizes, at::IntArrayRef interp,
+                                  const std::optional<at::Tensor>& fill,
+                                  at::ScalarType out_dtype, bool chw) {
+  at::Tensor batch;
+  run(images, matrices, out_sizes, interp, fill, out_dtype, chw, true, &batch);
+  return batch;
+}
+
+}  // namespace
+}  // namespace torchdali
+
+TORCH_LIBRARY_IMPL(torchdali, CUDA, m) {
+  m.impl("warp_affine", &torchdali::warp_affine_cuda);
+  m.impl("warp_affine.dense", &torchdali::warp_affine_dense_cuda);
+}

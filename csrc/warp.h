@@ -1,0 +1,277 @@
+// torchdali::warp_affine — argument checks, per-sample geometry and the per-pixel sampling
+// shared by the CPU (csrc/cpu) and CUDA (csrc/cuda) kernels. Schema and semantics:
+// csrc/ops.cpp.
+//
+// Sampling follows DALI's warp kernels (kernels/imgproc/warp, sampler.h): output pixel (x, y)
+// reads the source at p = M * (x + 0.5, y + 0.5, 1), in coordinates where pixel (c, r) covers
+// [c, c + 1) x [r, r + 1). INTERP_NN takes pixel floor(p); INTERP_LINEAR blends the four
+// pixels around p - 0.5 with DALI's float arithmetic. Source pixels outside the image are the
+// border value (fill) or, without fill, the nearest edge pixel (DALI's BorderClamp).
+#pragma once
+
+#include <ATen/ATen.h>
+#include <c10/macros/Macros.h>
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "crop_mirror_normalize.h"
+#include "dispatch.h"
+
+namespace torchdali {
+namespace warp {
+
+// DALI's DALIInterpType values that its warp operators accept.
+enum Interp : int32_t { kNN = 0, kLinear = 1 };
+
+// One sample: where it is, its geometry and its output-to-input matrix. Element (r, c, ch)
+// of the source is at src + (r * in_w + c) * in_pixel_stride + ch * in_channel_stride
+// (HWC: strides C and 1; CHW: 1 and H * W); likewise for the output.
+struct Sample {
+  const void* src;
+  void* dst;
+  int64_t in_h, in_w, out_h, out_w;
+  int64_t in_pixel_stride, in_channel_stride, out_pixel_stride, out_channel_stride;
+  int64_t channels;
+  float m[6];
+  int32_t interp;
+};
+
+// a * b and a + b without contraction into an FMA, so that the CPU and CUDA kernels compute
+// the same floats (nvcc contracts by default; the x86-64 host build has no FMA).
+C10_HOST_DEVICE inline float mul(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+C10_HOST_DEVICE inline float add(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+// Source coordinates far outside any image are pulled in to +-2^30 so that they convert to
+// indices without overflow (NaN from an overflowing matrix product goes to -2^30); every
+// tap stays outside, so the result is unchanged.
+C10_HOST_DEVICE inline float limit(float v) {
+  constexpr float kFar = 1073741824.f;
+  return ::fminf(::fmaxf(v, -kFar), kFar);
+}
+
+C10_HOST_DEVICE inline int64_t clamp_index(int64_t v, int64_t size) {
+  return v < 0 ? 0 : (v >= size ? size - 1 : v);
+}
+
+// Writes output pixel (x, y) of sample `s`, all channels. `border`: nullptr to clamp to the
+// edge, else 2 * channels floats: the value INTERP_NN writes outside the image, then the
+// value INTERP_LINEAR reads there (see border_table).
+template <typename In, typename Out>
+C10_HOST_DEVICE inline void warp_pixel(const Sample& s, int64_t x, int64_t y,
+                                       const float* border) {
+  const In* src = static_cast<const In*>(s.src);
+  Out* dst = static_cast<Out*>(s.dst) + (y * s.out_w + x) * s.out_pixel_stride;
+  const float fx = static_cast<float>(x) + 0.5f, fy = static_cast<float>(y) + 0.5f;
+  const float px = add(add(mul(s.m[0], fx), mul(s.m[1], fy)), s.m[2]);
+  const float py = add(add(mul(s.m[3], fx), mul(s.m[4], fy)), s.m[5]);
+  const int64_t cs = s.in_channel_stride, ocs = s.out_channel_stride;
+  if (s.interp == kNN) {
+    int64_t c0 = static_cast<int64_t>(::floorf(limit(px)));
+    int64_t r0 = static_cast<int64_t>(::floorf(limit(py)));
+    const bool inside = c0 >= 0 && c0 < s.in_w && r0 >= 0 && r0 < s.in_h;
+    if (!inside && border != nullptr) {
+      for (int64_t ch = 0; ch < s.channels; ++ch)
+        dst[ch * ocs] = cmn::convert_sat<Out>(border[ch]);
+      return;
+    }
+    const In* p = src + (clamp_index(r0, s.in_h) * s.in_w + clamp_index(c0, s.in_w)) * s.in_pixel_stride;
+    for (int64_t ch = 0; ch < s.channels; ++ch)
+      dst[ch * ocs] = cmn::convert_sat<Out>(static_cast<float>(p[ch * cs]));
+    return;
+  }
+  const float sx = limit(px - 0.5f), sy = limit(py - 0.5f);
+  const float fx0 = ::floorf(sx), fy0 = ::floorf(sy);
+  const int64_t c0 = static_cast<int64_t>(fx0), r0 = static_cast<int64_t>(fy0);
+  const float qx = sx - fx0, wx = 1.f - qx, qy = sy - fy0;
+  // The four taps (r0, c0), (r0, c0+1), (r0+1, c0), (r0+1, c0+1): element offsets, or -1
+  // where the tap reads the border value.
+  int64_t off[4];
+  for (int k = 0; k < 4; ++k) {
+    int64_t r = r0 + (k >> 1), c = c0 + (k & 1);
+    const bool inside = c >= 0 && c < s.in_w && r >= 0 && r < s.in_h;
+    if (!inside && border != nullptr) {
+      off[k] = -1;
+      continue;
+    }
+    off[k] = (clamp_index(r, s.in_h) * s.in_w + clamp_index(c, s.in_w)) * s.in_pixel_stride;
+  }
+  const float* fill = border == nullptr ? nullptr : border + s.channels;
+  for (int64_t ch = 0; ch < s.channels; ++ch) {
+    float t[4];
+    for (int k = 0; k < 4; ++k)
+      t[k] = off[k] < 0 ? fill[ch] : static_cast<float>(src[off[k] + ch * cs]);
+    const float top = add(mul(t[0], wx), mul(t[1], qx));
+    const float bottom = add(mul(t[2], wx), mul(t[3], qx));
+    dst[ch * ocs] = cmn::convert_sat<Out>(add(top, mul(bottom - top, qy)));
+  }
+}
+
+// The border values for In -> Out, as DALI forms them: fill_value is converted to the output
+// type; INTERP_NN writes that, INTERP_LINEAR converts it to the input type and blends it.
+// Returns float32 [2 * C] on the CPU: the NN values, then the LINEAR values.
+template <typename In, typename Out>
+at::Tensor border_table(const at::Tensor& fill) {
+  const int64_t c = fill.numel();
+  at::Tensor table = at::empty({2 * c}, at::TensorOptions().dtype(at::kFloat));
+  const float* f = fill.const_data_ptr<float>();
+  float* t = table.data_ptr<float>();
+  for (int64_t k = 0; k < c; ++k) {
+    const float out = static_cast<float>(cmn::convert_sat<Out>(f[k]));
+    t[k] = out;
+    t[c + k] = static_cast<float>(cmn::convert_sat<In>(out));
+  }
+  return table;
+}
+
+inline bool is_allowed(at::ScalarType t) {
+  return t == at::kByte || t == at::kHalf || t == at::kFloat;
+}
+
+// Everything a kernel needs, validated: contiguous images, one Sample per image (dst set
+// once the outputs exist) and the fill as float32 [C] on the CPU (undefined: clamp).
+struct Args {
+  std::vector<at::Tensor> images;
+  std::vector<Sample> samples;
+  at::Tensor fill;
+  int64_t n = 0, channels = 0;
+  bool chw = false;
+  at::ScalarType out_dtype = at::kByte;
+};
+
+inline void check_images(Args& a, const at::TensorList& images, bool chw) {
+  const at::Tensor& first = images[0];
+  const int64_t cdim = chw ? 0 : 2;
+  TORCH_CHECK_VALUE(first.dim() == 3, "warp_affine: `images` must be ", chw ? "CHW" : "HWC",
+                    " (3 dims), sample 0 has shape ", first.sizes());
+  TORCH_CHECK_TYPE(is_allowed(first.scalar_type()), "warp_affine: `images` must be uint8, "
+                   "float16 or float32, got ", first.scalar_type());
+  a.channels = first.size(cdim);
+  for (int64_t i = 0; i < a.n; ++i) {
+    const at::Tensor& im = images[i];
+    TORCH_CHECK_VALUE(im.dim() == 3 && im.size(cdim) == a.channels, "warp_affine: all `images` "
+                      "must be ", chw ? "CHW" : "HWC", " with ", a.channels, " channels; sample ",
+                      i, " has shape ", im.sizes());
+    TORCH_CHECK_TYPE(im.scalar_type() == first.scalar_type(), "warp_affine: all `images` must "
+                     "have one dtype; sample 0 is ", first.scalar_type(), ", sample ", i, " is ",
+                     im.scalar_type());
+    TORCH_CHECK_VALUE(im.device() == first.device(), "warp_affine: all `images` must be on one "
+                      "device; sample 0 is on ", first.device(), ", sample ", i, " on ",
+                      im.device());
+    TORCH_CHECK_VALUE(im.numel() > 0, "warp_affine: sample ", i, " is empty (", im.sizes(), ")");
+    a.images.push_back(im.contiguous());
+  }
+}
+
+inline Args prepare(const at::TensorList& images, const at::Tensor& matrices,
+                    at::IntArrayRef out_sizes, at::IntArrayRef interp,
+                    const std::optional<at::Tensor>& fill, at::ScalarType out_dtype, bool chw) {
+  Args a;
+  a.n = static_cast<int64_t>(images.size());
+  a.chw = chw;
+  a.out_dtype = out_dtype;
+  TORCH_CHECK_VALUE(a.n > 0, "warp_affine: `images` must hold at least one image");
+  check_images(a, images, chw);
+  TORCH_CHECK_TYPE(is_allowed(out_dtype), "warp_affine: `out_dtype` must be uint8, float16 or "
+                   "float32, got ", out_dtype);
+  TORCH_CHECK_VALUE(matrices.dim() == 3 && matrices.size(0) == a.n && matrices.size(1) == 2 &&
+                    matrices.size(2) == 3, "warp_affine: `matrices` must have shape [", a.n,
+                    ", 2, 3] (one 2x3 output-to-input matrix per image), got ", matrices.sizes());
+  TORCH_CHECK_TYPE(at::isFloatingType(matrices.scalar_type()), "warp_affine: `matrices` must "
+                   "be floating point, got ", matrices.scalar_type());
+  TORCH_CHECK_VALUE(static_cast<int64_t>(out_sizes.size()) == 2 * a.n, "warp_affine: "
+                    "`out_sizes` must hold 2 values (height, width) per image: ", 2 * a.n,
+                    ", got ", out_sizes.size());
+  TORCH_CHECK_VALUE(static_cast<int64_t>(interp.size()) == a.n, "warp_affine: `interp` must "
+                    "hold one interpolation type per image: ", a.n, ", got ", interp.size());
+  if (fill.has_value()) {
+    const at::Tensor& f = *fill;
+    TORCH_CHECK_VALUE(f.dim() == 1 && (f.size(0) == 1 || f.size(0) == a.channels),
+                      "warp_affine: `fill` must have 1 or ", a.channels, " (the number of "
+                      "channels) values, got shape ", f.sizes());
+    a.fill = f.to(at::kCPU, at::kFloat).expand({a.channels}).contiguous();
+  }
+  const at::Tensor m = matrices.to(at::kCPU, at::kFloat).contiguous();
+  const float* mp = m.const_data_ptr<float>();
+  for (int64_t i = 0; i < a.n; ++i) {
+    const at::Tensor& im = a.images[i];
+    const int64_t oh = out_sizes[2 * i], ow = out_sizes[2 * i + 1];
+    TORCH_CHECK_VALUE(oh > 0 && ow > 0, "warp_affine: output size of sample ", i, " must be "
+                      "positive, got ", oh, "x", ow);
+    TORCH_CHECK_VALUE(interp[i] == kNN || interp[i] == kLinear, "warp_affine: interpolation "
+                      "type ", interp[i], " of sample ", i, " is not supported; warp_affine and "
+                      "rotate take INTERP_NN (0) or INTERP_LINEAR (1)");
+    Sample s{};
+    s.src = im.const_data_ptr();
+    s.in_h = im.size(chw ? 1 : 0);
+    s.in_w = im.size(chw ? 2 : 1);
+    s.out_h = oh;
+    s.out_w = ow;
+    s.channels = a.channels;
+    s.in_pixel_stride = chw ? 1 : a.channels;
+    s.in_channel_stride = chw ? s.in_h * s.in_w : 1;
+    s.out_pixel_stride = chw ? 1 : a.channels;
+    s.out_channel_stride = chw ? oh * ow : 1;
+    for (int k = 0; k < 6; ++k) {
+      s.m[k] = mp[6 * i + k];
+      TORCH_CHECK_VALUE(std::isfinite(s.m[k]), "warp_affine: the matrix of sample ", i,
+                        " is not finite: ",
+                        at::ArrayRef<float>(mp + 6 * i, 6));
+    }
+    s.interp = static_cast<int32_t>(interp[i]);
+    a.samples.push_back(s);
+  }
+  return a;
+}
+
+// Output sample i's shape.
+inline std::vector<int64_t> out_shape(const Args& a, int64_t i) {
+  const Sample& s = a.samples[i];
+  if (a.chw) return {a.channels, s.out_h, s.out_w};
+  return {s.out_h, s.out_w, a.channels};
+}
+
+// The outputs, one per sample or (dense) views of one [N, ...] tensor; sets the samples' dst.
+inline std::vector<at::Tensor> allocate(Args& a, bool dense, at::Tensor* batch) {
+  const at::TensorOptions opts = a.images[0].options().dtype(a.out_dtype);
+  std::vector<at::Tensor> outs;
+  if (dense) {
+    const std::vector<int64_t> shape = out_shape(a, 0);
+    for (int64_t i = 1; i < a.n; ++i)
+      TORCH_CHECK_VALUE(out_shape(a, i) == shape, "warp_affine.dense: all output sizes must be "
+                        "equal; sample 0 is ", at::IntArrayRef(shape), ", sample ", i, " is ",
+                        at::IntArrayRef(out_shape(a, i)));
+    std::vector<int64_t> full{a.n};
+    full.insert(full.end(), shape.begin(), shape.end());
+    *batch = at::empty(full, opts);
+    outs = batch->unbind(0);
+  } else {
+    for (int64_t i = 0; i < a.n; ++i) outs.push_back(at::empty(out_shape(a, i), opts));
+  }
+  for (int64_t i = 0; i < a.n; ++i) a.samples[i].dst = outs[i].data_ptr();
+  return outs;
+}
+
+// Calls f(In{}, Out{}) with the C++ types of the input and output dtypes.
+template <typename F>
+void dispatch(at::ScalarType in, at::ScalarType out, F&& f) {
+  dispatch_types<false>("warp_affine", in, out, f);
+}
+
+}  // namespace warp
+}  // namespace torchdali
