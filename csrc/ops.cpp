@@ -66,4 +66,22 @@ TORCH_LIBRARY(torchdali, m) {
   m.def(
       "warp_affine.dense(Tensor[] images, Tensor matrices, int[] out_sizes, int[] interp, "
       "Tensor? fill, ScalarType out_dtype, bool chw=False) -> Tensor");
+  // Normalizes each sample: out = (in - mean) * inv_std + shift in float32, converted
+  // (rounded half away from zero, saturated) to `out_dtype`. `mean` and `inv_std` hold 1
+  // tensor (shared by all samples) or one per sample, each with the sample's number of dims
+  // and extents 1 (broadcast) or the sample's. Inputs uint8, int8, int16, int32, float16,
+  // float32. One output per sample, of its shape. Serves fn.normalize.
+  m.def(
+      "normalize(Tensor[] images, Tensor[] mean, Tensor[] inv_std, float shift, "
+      "ScalarType out_dtype) -> Tensor[]");
+  // Convolves each sample with a separable filter, one 1D window per spatial axis, innermost
+  // axis first, float32 accumulation and reflect-101 borders (... 2 1 | 0 1 2 ...). Dims
+  // first_axis .. first_axis + num_axes - 1 (1 to 3) are spatial; dims before them (frames,
+  // leading channels) and after them (trailing channels) are not convolved across.
+  // `window_sizes`: num_axes odd sizes per sample (outermost axis first); `windows`: all
+  // their weights, concatenated in that order. Returns one tensor per sample, of its shape,
+  // in `out_dtype` (uint8 rounded half away from zero and saturated). Serves gaussian_blur.
+  m.def(
+      "separable_conv(Tensor[] images, Tensor windows, int[] window_sizes, int first_axis, "
+      "int num_axes, ScalarType out_dtype) -> Tensor[]");
 }
