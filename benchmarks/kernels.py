@@ -4,12 +4,13 @@ must move and against the equivalent torchvision v2 call on the same batch.
     python benchmarks/kernels.py                  # GPU: batch 256, ~375x500 uint8 images
     python benchmarks/kernels.py --device cpu --batch 8
 
-Each row: the kernel's time per batch (CUDA events, after warm-up), the bytes it must read
-and write at the least (input pixels it reads + output it writes), the bandwidth that
-makes, that bandwidth as a fraction of a plain device copy measured in the same run (the
-practical HBM bound) and of the nominal peak, and torchvision's time for the same work
-(`torchvision.transforms.v2.functional`, one call per image since the sizes differ; or
-one batched call where the inputs share a shape).
+Each row: the time of one call on the batch (CUDA events over back-to-back calls, host
+work included: what a pipeline pays), the GPU's busy time per call (kernels and copies, from
+the profiler), the bytes the kernel must read and write at the least (input pixels it reads
++ output it writes), the bandwidth those bytes make in the GPU time, that bandwidth as a
+fraction of a plain device copy measured in the same run (the practical HBM bound), and
+torchvision's call time for the same work (`torchvision.transforms.v2.functional`, one call
+per image since the sizes differ) with our speed-up over it.
 """
 import argparse
 import math
@@ -22,7 +23,9 @@ from torchvision.transforms.v2 import functional as F
 from torchdali.kernels.color import color_transform
 from torchdali.kernels.crop_mirror_normalize import crop_mirror_normalize
 from torchdali.kernels.geometry import flip, transpose
+from torchdali.kernels.normalize import normalize
 from torchdali.kernels.resize import resize
+from torchdali.kernels.separable_conv import separable_conv
 from torchdali.kernels.warp import warp_affine
 
 NOMINAL_GBS = {"H100": 3350.0, "H200": 4800.0}  # HBM3 / HBM3e peaks (SXM)
@@ -56,6 +59,20 @@ def timed(fn, device, iters):
     for _ in range(iters):
         fn()
     return (time.perf_counter() - t0) / iters
+
+
+def gpu_time(fn, iters):
+    """Seconds of GPU activity (kernels, copies) per call, from the profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            fn()
+        torch.cuda.synchronize()
+    busy = sum(e.device_time for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+    return busy / 1e6 / iters
 
 
 def copy_bandwidth(device, iters):
@@ -169,6 +186,31 @@ def cases(hwc, chw, device):
 
     yield "rotate (warp_affine, linear, keep size)", rotate_ours, rotate_tv, 2 * nbytes(hwc)
 
+    sigma = 1.5
+    radius = math.ceil(3 * sigma)
+    taps = torch.exp(-0.5 * (torch.arange(-radius, radius + 1) / sigma) ** 2)
+    windows = (taps / taps.sum()).float().repeat(2 * n)  # one window per axis and sample
+
+    def blur_ours():
+        return separable_conv(hwc, windows, [2 * radius + 1] * 2 * n, 0, 2)
+
+    def blur_tv():
+        return [F.gaussian_blur(im, [2 * radius + 1] * 2, [sigma, sigma]) for im in chw]
+
+    yield f"gaussian_blur (sigma {sigma}, {2 * radius + 1} taps)", blur_ours, blur_tv, 2 * nbytes(hwc)
+
+    floats = [im.float() for im in hwc]
+    floats_chw = [im.permute(2, 0, 1) for im in floats]  # the same memory, as torchvision reads it
+    mean_t, inv_std_t = torch.tensor(MEAN).view(1, 1, 3), (1.0 / torch.tensor(STD)).view(1, 1, 3)
+
+    def normalize_ours():
+        return normalize(floats, [mean_t.to(hwc[0].device)], [inv_std_t.to(hwc[0].device)])
+
+    def normalize_tv():
+        return [F.normalize(im, MEAN, STD) for im in floats_chw]
+
+    yield "normalize (float, per channel)", normalize_ours, normalize_tv, 2 * nbytes(floats)
+
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -183,15 +225,17 @@ def main():
     print(f"{name}; torch {torch.__version__}, torchvision {torchvision.__version__}; batch {a.batch} "
           f"uint8 images of ~{nbytes(hwc) / a.batch / 1e3:.0f} kB; device copy {bound:.0f} GB/s"
           + (f" (nominal {nominal:.0f} GB/s)" if nominal else ""))
-    header = f"{'kernel':42} {'ours ms':>8} {'MB':>7} {'GB/s':>7} {'of copy':>7} {'tv ms':>8} {'speed-up':>8}"
+    header = (f"{'kernel':42} {'call ms':>8} {'GPU ms':>7} {'MB':>7} {'GB/s':>7} {'of copy':>7} "
+              f"{'tv ms':>8} {'speed-up':>8}")
     print(header)
     print("-" * len(header))
     for label, ours, tv, moved in cases(hwc, chw, a.device):
         t_ours = timed(ours, a.device, a.iters)
+        t_gpu = gpu_time(ours, a.iters) if a.device == "cuda" else t_ours
         t_tv = timed(tv, a.device, max(1, a.iters // 4))
-        gbs = moved / t_ours / 1e9
-        print(f"{label:42} {t_ours * 1e3:8.2f} {moved / 1e6:7.1f} {gbs:7.0f} {gbs / bound:7.0%} "
-              f"{t_tv * 1e3:8.2f} {t_tv / t_ours:7.1f}x")
+        gbs = moved / t_gpu / 1e9
+        print(f"{label:42} {t_ours * 1e3:8.2f} {t_gpu * 1e3:7.2f} {moved / 1e6:7.1f} {gbs:7.0f} "
+              f"{gbs / bound:7.0%} {t_tv * 1e3:8.2f} {t_tv / t_ours:7.1f}x")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ def test_kernel_benchmark_runs_and_prints_every_row():
                           "--batch", "2", "--iters", "1"], capture_output=True, text=True, timeout=300,
                          cwd=ROOT, check=True).stdout
     rows = [line for line in out.splitlines() if line.rstrip().endswith("x")]
-    assert len(rows) == 7, out
+    assert len(rows) == 9, out
     assert "crop_mirror_normalize" in out and "rotate" in out
 
 
