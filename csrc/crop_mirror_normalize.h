@@ -172,21 +172,20 @@ inline int64_t image_w(const at::Tensor& im, bool in_chw) { return im.size(in_ch
 // Writes one output pixel (all out_channels channels). `in_px` is the input pixel or null
 // when it lies outside the image, `in_cstride` the input's channel stride; `cstride` is the
 // output's channel stride.
-template <typename In, typename Out>
-C10_HOST_DEVICE inline void write_pixel(const In* in_px, int64_t in_cstride, Out* out_px,
-                                        int64_t cstride, int64_t channels,
-                                        int64_t out_channels, const float* mean,
-                                        const float* inv_std, const float* fill, float scale,
-                                        float shift) {
+template <typename In, typename Out, typename Index>
+C10_HOST_DEVICE inline void write_pixel(const In* in_px, Index in_cstride, Out* out_px,
+                                        Index cstride, Index channels, Index out_channels,
+                                        const float* mean, const float* inv_std,
+                                        const float* fill, float scale, float shift) {
   if (in_px == nullptr) {
-    for (int64_t c = 0; c < out_channels; ++c) out_px[c * cstride] = convert_sat<Out>(fill[c]);
+    for (Index c = 0; c < out_channels; ++c) out_px[c * cstride] = convert_sat<Out>(fill[c]);
     return;
   }
-  for (int64_t c = 0; c < channels; ++c) {
+  for (Index c = 0; c < channels; ++c) {
     float v = (static_cast<float>(in_px[c * in_cstride]) - mean[c]) * inv_std[c] * scale + shift;
     out_px[c * cstride] = convert_sat<Out>(v);
   }
-  for (int64_t c = channels; c < out_channels; ++c)
+  for (Index c = channels; c < out_channels; ++c)
     out_px[c * cstride] = convert_sat<Out>(fill[c]);
 }
 

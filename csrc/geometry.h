@@ -99,7 +99,8 @@ inline FlipArgs flip_prepare(const at::TensorList& images, const at::Tensor& hor
 }
 
 // The source index of output index `v` along an axis of `extent`, flipped or not.
-C10_HOST_DEVICE inline int64_t flip_index(int64_t v, int64_t extent, bool flip) {
+template <typename Index>
+C10_HOST_DEVICE inline Index flip_index(Index v, Index extent, bool flip) {
   return flip ? extent - 1 - v : v;
 }
 
@@ -157,12 +158,15 @@ inline std::vector<int64_t> transpose_shape(const at::Tensor& im,
   return shape;
 }
 
-// The input offset of output element `idx` (row-major in the plan's shape).
-C10_HOST_DEVICE inline int64_t transpose_src(const TransposePlan& p, int64_t idx) {
-  int64_t off = 0;
+// The input offset of output element `idx` (row-major in the plan's shape), computed in
+// `Index` arithmetic (the CUDA kernel uses 32 bits where the sample allows).
+template <typename Index>
+C10_HOST_DEVICE inline Index transpose_src(const TransposePlan& p, Index idx) {
+  Index off = 0;
   for (int k = p.ndim - 1; k >= 0; --k) {
-    off += (idx % p.shape[k]) * p.src_stride[k];
-    idx /= p.shape[k];
+    const Index ext = static_cast<Index>(p.shape[k]);
+    off += (idx % ext) * static_cast<Index>(p.src_stride[k]);
+    idx /= ext;
   }
   return off;
 }

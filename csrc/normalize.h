@@ -72,15 +72,18 @@ inline Plan make_plan(const at::Tensor& im, const at::Tensor& mean, const at::Te
   return p;
 }
 
-// The offsets in mean and inv_std of the element `idx` (row-major in the plan's shape).
-C10_HOST_DEVICE inline void param_offsets(const Plan& p, int64_t idx, int64_t& m, int64_t& s) {
+// The offsets in mean and inv_std of the element `idx` (row-major in the plan's shape), in
+// `Index` arithmetic (the CUDA kernel uses 32 bits where the sample allows).
+template <typename Index>
+C10_HOST_DEVICE inline void param_offsets(const Plan& p, Index idx, Index& m, Index& s) {
   m = 0;
   s = 0;
   for (int k = p.ndim - 1; k >= 0; --k) {
-    const int64_t c = idx % p.shape[k];
-    m += c * p.mean_stride[k];
-    s += c * p.inv_stride[k];
-    idx /= p.shape[k];
+    const Index ext = static_cast<Index>(p.shape[k]);
+    const Index c = idx % ext;
+    m += c * static_cast<Index>(p.mean_stride[k]);
+    s += c * static_cast<Index>(p.inv_stride[k]);
+    idx /= ext;
   }
 }
 

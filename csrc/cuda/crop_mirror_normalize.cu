@@ -27,35 +27,44 @@ constexpr int kTileW = 32, kTileH = 8;
 
 // blockIdx.z walks samples, each block a 32x8 tile of output pixels; a thread writes all
 // channels of one pixel, so in CHW output a warp writes 32 adjacent values per channel.
-template <typename In, typename Out>
+// `Index` is int32_t where every offset fits (cheaper arithmetic); three channels, the
+// common case, get loops of constant length.
+template <typename In, typename Out, typename Index>
 __global__ void cmn_kernel(const SampleDesc* __restrict__ samples,
                            const int64_t* __restrict__ anchors,
                            const uint8_t* __restrict__ mirror, const float* __restrict__ mean,
                            const float* __restrict__ inv_std, const float* __restrict__ fill,
-                           Out* __restrict__ out, int64_t n, int64_t crop_h, int64_t crop_w,
-                           int64_t channels, int64_t out_channels, bool out_chw, bool in_chw,
+                           Out* __restrict__ out, int64_t n, Index crop_h, Index crop_w,
+                           Index channels, Index out_channels, bool out_chw, bool in_chw,
                            float scale, float shift) {
-  const int64_t plane = crop_h * crop_w;
-  const int64_t px_stride = out_chw ? 1 : out_channels;
-  const int64_t c_stride = out_chw ? plane : 1;
+  const Index plane = crop_h * crop_w;
+  const Index px_stride = out_chw ? 1 : out_channels;
+  const Index c_stride = out_chw ? plane : 1;
+  const bool rgb = channels == 3 && out_channels == 3;
   for (int64_t i = blockIdx.z; i < n; i += gridDim.z) {
-    const SampleDesc s = samples[i];
+    const SampleDesc& s = samples[i];
+    const Index h = static_cast<Index>(s.h), w = static_cast<Index>(s.w);
     const In* src = static_cast<const In*>(s.data);
     const cmn::InputStrides in = cmn::input_strides(in_chw, s.h, s.w, channels);
-    const int64_t ay = anchors[2 * i], ax = anchors[2 * i + 1];
+    const Index in_px = static_cast<Index>(in.px), in_ch = static_cast<Index>(in.ch);
+    const Index ay = static_cast<Index>(anchors[2 * i]), ax = static_cast<Index>(anchors[2 * i + 1]);
     const bool flip = mirror[i] != 0;
-    Out* dst = out + i * plane * out_channels;
-    for (int64_t y = int64_t(blockIdx.y) * kTileH + threadIdx.y; y < crop_h;
-         y += int64_t(gridDim.y) * kTileH) {
-      const int64_t iy = ay + y;
-      const bool row_in = iy >= 0 && iy < s.h;
-      for (int64_t x = int64_t(blockIdx.x) * kTileW + threadIdx.x; x < crop_w;
-           x += int64_t(gridDim.x) * kTileW) {
-        const int64_t ix = ax + (flip ? crop_w - 1 - x : x);
-        const In* px = (row_in && ix >= 0 && ix < s.w) ? src + (iy * s.w + ix) * in.px
-                                                       : nullptr;
-        cmn::write_pixel<In, Out>(px, in.ch, dst + (y * crop_w + x) * px_stride, c_stride,
-                                  channels, out_channels, mean, inv_std, fill, scale, shift);
+    Out* dst = out + i * int64_t(plane) * out_channels;
+    for (Index y = Index(blockIdx.y) * kTileH + threadIdx.y; y < crop_h;
+         y += Index(gridDim.y) * kTileH) {
+      const Index iy = ay + y;
+      const bool row_in = iy >= 0 && iy < h;
+      for (Index x = Index(blockIdx.x) * kTileW + threadIdx.x; x < crop_w;
+           x += Index(gridDim.x) * kTileW) {
+        const Index ix = ax + (flip ? crop_w - 1 - x : x);
+        const In* px = (row_in && ix >= 0 && ix < w) ? src + (iy * w + ix) * in_px : nullptr;
+        Out* o = dst + (y * crop_w + x) * px_stride;
+        if (rgb)
+          cmn::write_pixel<In, Out>(px, in_ch, o, c_stride, Index(3), Index(3), mean, inv_std,
+                                    fill, scale, shift);
+        else
+          cmn::write_pixel<In, Out>(px, in_ch, o, c_stride, channels, out_channels, mean,
+                                    inv_std, fill, scale, shift);
       }
     }
   }
@@ -87,18 +96,25 @@ at::Tensor crop_mirror_normalize_cuda(at::TensorList images, const at::Tensor& a
                   static_cast<unsigned>(std::min<int64_t>((crop_h + kTileH - 1) / kTileH, 65535)),
                   static_cast<unsigned>(std::min<int64_t>(a.n, 65535)));
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();  // what at::cuda:: returns
+  // Offsets within a sample: of its input pixels, and of its output (anchors may lie a crop
+  // size outside the image).
+  int64_t max_index = (crop_h + 64) * (crop_w + 64) * out_channels;
+  for (const SampleDesc& d : descs)
+    max_index = std::max(max_index, (d.h + crop_h) * (d.w + crop_w) * a.channels);
   cmn::dispatch(a.images[0].scalar_type(), out_dtype, [&](auto in_tag, auto out_tag) {
-    using In = decltype(in_tag);
-    using Out = decltype(out_tag);
-    cmn_kernel<In, Out><<<grid, block, 0, stream>>>(
-        reinterpret_cast<const SampleDesc*>(table.const_data_ptr()),
-        static_cast<const int64_t*>(params[0]), static_cast<const uint8_t*>(params[1]),
-        static_cast<const float*>(params[2]), static_cast<const float*>(params[3]),
-        static_cast<const float*>(params[4]),
-        a.out.mutable_data_ptr<Out>(), a.n, crop_h, crop_w,
-        a.channels, out_channels, out_chw, in_chw, static_cast<float>(scale),
-        static_cast<float>(shift));
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    dispatch_index(max_index, [&](auto index) {
+      using In = decltype(in_tag);
+      using Out = decltype(out_tag);
+      using Index = decltype(index);
+      cmn_kernel<In, Out, Index><<<grid, block, 0, stream>>>(
+          reinterpret_cast<const SampleDesc*>(table.const_data_ptr()),
+          static_cast<const int64_t*>(params[0]), static_cast<const uint8_t*>(params[1]),
+          static_cast<const float*>(params[2]), static_cast<const float*>(params[3]),
+          static_cast<const float*>(params[4]), a.out.mutable_data_ptr<Out>(), a.n,
+          Index(crop_h), Index(crop_w), Index(a.channels), Index(out_channels), out_chw,
+          in_chw, static_cast<float>(scale), static_cast<float>(shift));
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    });
   });
   return a.out;
 }

@@ -27,23 +27,25 @@ struct FlipDesc {
 
 // blockIdx.z walks samples, blockIdx.y rows ([outer, H] flattened), x the W * inner
 // elements of a row; consecutive threads write consecutive elements.
-template <typename T>
+template <typename T, typename Index>
 __global__ void flip_kernel(const FlipDesc* __restrict__ descs,
                             const uint8_t* __restrict__ hflags,
                             const uint8_t* __restrict__ vflags, int64_t n) {
   for (int64_t i = blockIdx.z; i < n; i += gridDim.z) {
-    const FlipDesc s = descs[i];
+    const FlipDesc& s = descs[i];
     const bool hf = hflags[i] != 0, vf = vflags[i] != 0;
-    const int64_t rows = s.d.outer * s.d.h, row_len = s.d.w * s.d.inner;
-    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
-      const int64_t o = r / s.d.h, y = r % s.d.h;
+    const Index h = static_cast<Index>(s.d.h), w = static_cast<Index>(s.d.w);
+    const Index inner = static_cast<Index>(s.d.inner);
+    const Index rows = static_cast<Index>(s.d.outer) * h, row_len = w * inner;
+    for (Index r = blockIdx.y; r < rows; r += gridDim.y) {
+      const Index o = r / h, y = r % h;
       const T* src = static_cast<const T*>(s.src) +
-                     (o * s.d.h + geometry::flip_index(y, s.d.h, vf)) * row_len;
-      T* dst = static_cast<T*>(s.dst) + r * row_len;
-      for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < row_len;
-           e += int64_t(gridDim.x) * blockDim.x) {
-        const int64_t x = e / s.d.inner, c = e % s.d.inner;
-        dst[e] = src[geometry::flip_index(x, s.d.w, hf) * s.d.inner + c];
+                     int64_t(o * h + geometry::flip_index(y, h, vf)) * row_len;
+      T* dst = static_cast<T*>(s.dst) + int64_t(r) * row_len;
+      for (Index e = Index(blockIdx.x) * blockDim.x + threadIdx.x; e < row_len;
+           e += Index(gridDim.x) * blockDim.x) {
+        const Index x = e / inner, c = e - x * inner;
+        dst[e] = src[geometry::flip_index(x, w, hf) * inner + c];
       }
     }
   }
@@ -74,11 +76,15 @@ void flip_cuda_run(at::TensorList images, const at::Tensor& horizontal,
   at::Tensor table = upload(descs, {&a.horizontal, &a.vertical}, a.images[0].device(), flags);
   const dim3 grid(grid_dim(max_row_len, kThreads), grid_dim(max_rows, 1), grid_dim(n, 1));
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  // Indices within a sample: rows, and positions within a row (plus a grid's stride).
+  const int64_t max_index = std::max(max_rows + grid.y, max_row_len + int64_t(grid.x) * kThreads);
   geometry::dispatch_elem("flip", a.images[0], [&](auto tag) {
-    flip_kernel<decltype(tag)><<<grid, kThreads, 0, stream>>>(
-        reinterpret_cast<const FlipDesc*>(table.const_data_ptr()),
-        static_cast<const uint8_t*>(flags[0]), static_cast<const uint8_t*>(flags[1]), n);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    dispatch_index(max_index, [&](auto index) {
+      flip_kernel<decltype(tag), decltype(index)><<<grid, kThreads, 0, stream>>>(
+          reinterpret_cast<const FlipDesc*>(table.const_data_ptr()),
+          static_cast<const uint8_t*>(flags[0]), static_cast<const uint8_t*>(flags[1]), n);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    });
   });
 }
 
@@ -105,16 +111,18 @@ struct TransposeDesc {
   geometry::TransposePlan plan;
 };
 
-// blockIdx.y walks samples; threads stride over the output elements, written in order.
-template <typename T>
+// blockIdx.y walks samples; threads stride over the output elements, written in order. The
+// descriptor is read in place (a copy of its plan would live in local memory).
+template <typename T, typename Index>
 __global__ void transpose_kernel(const TransposeDesc* __restrict__ descs, int64_t n) {
   for (int64_t i = blockIdx.y; i < n; i += gridDim.y) {
-    const TransposeDesc s = descs[i];
+    const TransposeDesc& s = descs[i];
     const T* src = static_cast<const T*>(s.src);
     T* dst = static_cast<T*>(s.dst);
-    for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < s.plan.numel;
-         e += int64_t(gridDim.x) * blockDim.x)
-      dst[e] = src[geometry::transpose_src(s.plan, e)];
+    const Index numel = static_cast<Index>(s.plan.numel);
+    for (Index e = Index(blockIdx.x) * blockDim.x + threadIdx.x; e < numel;
+         e += Index(gridDim.x) * blockDim.x)
+      dst[e] = src[geometry::transpose_src<Index>(s.plan, e)];
   }
 }
 
@@ -141,10 +149,14 @@ std::vector<at::Tensor> transpose_cuda(at::TensorList images, at::IntArrayRef pe
   at::Tensor table = upload(descs, {}, ins[0].device(), unused);
   const dim3 grid(grid_dim(max_numel, kThreads), grid_dim(n, 1));
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  // Index math stays below numel + a thread grid's stride.
+  const int64_t max_index = max_numel + int64_t(grid.x) * kThreads;
   geometry::dispatch_elem("transpose", ins[0], [&](auto tag) {
-    transpose_kernel<decltype(tag)><<<grid, kThreads, 0, stream>>>(
-        reinterpret_cast<const TransposeDesc*>(table.const_data_ptr()), n);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    dispatch_index(max_index, [&](auto index) {
+      transpose_kernel<decltype(tag), decltype(index)><<<grid, kThreads, 0, stream>>>(
+          reinterpret_cast<const TransposeDesc*>(table.const_data_ptr()), n);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    });
   });
   return outs;
 }

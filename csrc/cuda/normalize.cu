@@ -24,18 +24,20 @@ struct NormalizeDesc {
 
 constexpr int kThreads = 256;
 
-// blockIdx.y walks samples; threads stride over a sample's elements, one element each.
-template <typename In, typename Out>
+// blockIdx.y walks samples; threads stride over a sample's elements, one element each. The
+// descriptor is read in place (a copy of its plan would live in local memory).
+template <typename In, typename Out, typename Index>
 __global__ void normalize_kernel(const NormalizeDesc* __restrict__ descs,
                                  const float* __restrict__ params, int64_t n, float shift) {
   for (int64_t i = blockIdx.y; i < n; i += gridDim.y) {
-    const NormalizeDesc s = descs[i];
+    const NormalizeDesc& s = descs[i];
     const In* src = static_cast<const In*>(s.src);
     Out* dst = static_cast<Out*>(s.dst);
-    for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < s.plan.numel;
-         e += int64_t(gridDim.x) * blockDim.x) {
-      int64_t m, v;
-      normalize::param_offsets(s.plan, e, m, v);
+    const Index numel = static_cast<Index>(s.plan.numel);
+    for (Index e = Index(blockIdx.x) * blockDim.x + threadIdx.x; e < numel;
+         e += Index(gridDim.x) * blockDim.x) {
+      Index m, v;
+      normalize::param_offsets<Index>(s.plan, e, m, v);
       dst[e] = normalize::apply<In, Out>(src[e], params[s.mean_at + m], params[s.inv_at + v],
                                          shift);
     }
@@ -88,11 +90,16 @@ std::vector<at::Tensor> normalize_cuda(at::TensorList images, at::TensorList mea
   at::Tensor table = upload(descs, {&params}, a.images[0].device(), params_dev);
   const dim3 grid(grid_dim(max_numel, kThreads), grid_dim(a.n, 1));
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  // Index math stays below numel + a grid's stride; parameter offsets below their count.
+  const int64_t max_index = std::max(max_numel + int64_t(grid.x) * kThreads, params.numel());
   normalize::dispatch(a.images[0].scalar_type(), out_dtype, [&](auto in_tag, auto out_tag) {
-    normalize_kernel<decltype(in_tag), decltype(out_tag)><<<grid, kThreads, 0, stream>>>(
-        reinterpret_cast<const NormalizeDesc*>(table.const_data_ptr()),
-        static_cast<const float*>(params_dev[0]), a.n, static_cast<float>(shift));
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    dispatch_index(max_index, [&](auto index) {
+      normalize_kernel<decltype(in_tag), decltype(out_tag), decltype(index)>
+          <<<grid, kThreads, 0, stream>>>(
+              reinterpret_cast<const NormalizeDesc*>(table.const_data_ptr()),
+              static_cast<const float*>(params_dev[0]), a.n, static_cast<float>(shift));
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    });
   });
   return a.out;
 }

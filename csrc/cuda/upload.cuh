@@ -42,6 +42,16 @@ at::Tensor upload(const std::vector<Desc>& descs, const std::vector<const at::Te
   return dev;
 }
 
+// Calls f(Index{}) with int32_t when every index a kernel forms stays below `max_index`
+// < 2^31, else int64_t: 32-bit division is several times cheaper on the GPU.
+template <typename F>
+void dispatch_index(int64_t max_index, F&& f) {
+  if (max_index < (int64_t(1) << 31))
+    f(int32_t{});
+  else
+    f(int64_t{});
+}
+
 // Blocks of `per_block` covering n, within 1..65535 (kernels stride over the rest).
 inline unsigned grid_dim(int64_t n, int64_t per_block) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + per_block - 1) / per_block, 65535)));
