@@ -261,7 +261,9 @@ inline Args prepare(const at::TensorList& images, at::IntArrayRef out_sizes,
     const Axis& second = p.axis[p.vert_first ? 1 : 0];
     p.lo = second.in_size;
     p.hi = 0;
-    for (int64_t x = 0; x < second.out_size; ++x)
+    // Tap positions move monotonically with the output coordinate (up, or down for a
+    // flipped ROI), so the first and last outputs bound the source range.
+    for (int64_t x : {int64_t(0), second.out_size - 1})
       for_taps(second, x, [&](int64_t s, float) {
         p.lo = std::min(p.lo, s);
         p.hi = std::max(p.hi, s + 1);

@@ -23,7 +23,7 @@ struct SampleDesc {
   int64_t h, w;
 };
 
-constexpr int kTileW = 32, kTileH = 8;
+constexpr int kTileW = 32, kTileH = 8, kRowsPerThread = 4;
 
 // blockIdx.z walks samples, each block a 32x8 tile of output pixels; a thread writes all
 // channels of one pixel, so in CHW output a warp writes 32 adjacent values per channel.
@@ -92,9 +92,10 @@ at::Tensor crop_mirror_normalize_cuda(at::TensorList images, const at::Tensor& a
                             a.out.device(), params);
 
   const dim3 block(kTileW, kTileH);
-  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((crop_w + kTileW - 1) / kTileW, 65535)),
-                  static_cast<unsigned>(std::min<int64_t>((crop_h + kTileH - 1) / kTileH, 65535)),
-                  static_cast<unsigned>(std::min<int64_t>(a.n, 65535)));
+  // A thread writes kRowsPerThread rows (the y loop strides by the grid): fewer, longer
+  // blocks for the same work.
+  const dim3 grid(grid_dim(crop_w, kTileW), grid_dim(crop_h, kTileH * kRowsPerThread),
+                  grid_dim(a.n, 1));
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();  // what at::cuda:: returns
   // Offsets within a sample: of its input pixels, and of its output (anchors may lie a crop
   // size outside the image).

@@ -93,28 +93,32 @@ resize::Args resize_cuda_run(at::TensorList images, at::IntArrayRef out_sizes,
   const at::Device device = a.images[0].device();
   TORCH_CHECK_VALUE(device.is_cuda(), "resize: CUDA kernel got `images` on ", device);
   const int64_t C = a.channels;
-  std::vector<at::Tensor> tmps;
+  // The intermediates of all samples in one float buffer (one allocation per batch).
+  std::vector<int64_t> tmp_at(a.n + 1, 0);
+  for (int64_t i = 0; i < a.n; ++i) {
+    const resize::Plan& p = a.plans[i];
+    const int64_t cols = p.vert_first ? p.hi - p.lo : p.axis[1].out_size;
+    const int64_t rows = p.vert_first ? p.axis[0].out_size : p.hi - p.lo;
+    tmp_at[i + 1] = tmp_at[i] + rows * cols * C;
+  }
+  at::Tensor tmp = at::empty({tmp_at[a.n]}, a.images[0].options().dtype(at::kFloat));
+  float* tmp_base = tmp.data_ptr<float>();
   std::vector<PassDesc> first, second;
   for (int64_t i = 0; i < a.n; ++i) {
     const resize::Plan& p = a.plans[i];
     const at::Tensor& im = a.images[i];
     const int64_t ext = p.hi - p.lo, oh = p.axis[0].out_size, ow = p.axis[1].out_size;
-    at::Tensor tmp = p.vert_first ? at::empty({oh, ext, C}, im.options().dtype(at::kFloat))
-                                  : at::empty({ext, ow, C}, im.options().dtype(at::kFloat));
-    tmps.push_back(tmp);
+    float* t = tmp_base + tmp_at[i];
     if (p.vert_first) {
-      first.push_back({im.const_data_ptr(), tmp.data_ptr(), im.size(1), oh, ext, 0, p.lo,
-                       p.axis[0], false});
+      first.push_back({im.const_data_ptr(), t, im.size(1), oh, ext, 0, p.lo, p.axis[0], false});
       Axis h = p.axis[1];
-      second.push_back({tmp.const_data_ptr(), a.outs[i].data_ptr(), ext, oh, ow, 0, 0, h, true});
+      second.push_back({t, a.outs[i].data_ptr(), ext, oh, ow, 0, 0, h, true});
       // Horizontal taps index the kept columns [lo, hi): shift the origin instead.
       second.back().axis.origin -= static_cast<float>(p.lo);
       second.back().axis.in_size = ext;
     } else {
-      first.push_back({im.const_data_ptr(), tmp.data_ptr(), im.size(1), ext, ow, p.lo, 0,
-                       p.axis[1], true});
-      second.push_back({tmp.const_data_ptr(), a.outs[i].data_ptr(), ow, oh, ow, p.lo, 0,
-                        p.axis[0], false});
+      first.push_back({im.const_data_ptr(), t, im.size(1), ext, ow, p.lo, 0, p.axis[1], true});
+      second.push_back({t, a.outs[i].data_ptr(), ow, oh, ow, p.lo, 0, p.axis[0], false});
     }
   }
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
