@@ -21,7 +21,7 @@ for step in $steps; do
     build) python3 setup.py build_ext --inplace > "$out/build.log" 2>&1 ;;
     tests) python3 -m pytest tests -q -p no:cacheprovider > "$out/tests.log" 2>&1 ;;
     sanitize) compute-sanitizer --tool memcheck --error-exitcode 1 python3 -m pytest -q \
-                -p no:cacheprovider -k "cuda or gpu" tests/test_kernel_*.py > "$out/sanitize.log" 2>&1 ;;
+                -p no:cacheprovider -k "cuda or gpu or mixed" tests > "$out/sanitize.log" 2>&1 ;;
     bench) { python3 benchmarks/kernels.py && python3 -m torchdali.bench --epochs 3; } \
              > "$out/bench.log" 2>&1 ;;
     *) echo "unknown step $step"; exit 2 ;;

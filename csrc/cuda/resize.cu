@@ -30,34 +30,40 @@ struct PassDesc {
 
 constexpr int kTileW = 32, kTileH = 8;
 
-template <typename S, typename D>
-__global__ void pass_kernel(const PassDesc* __restrict__ descs, int64_t n, int64_t C) {
+// The descriptor is read in place (a copy would cost registers); pixel offsets are `Index`
+// arithmetic (int32_t where the batch allows it).
+template <typename S, typename D, typename Index>
+__global__ void pass_kernel(const PassDesc* __restrict__ descs, int64_t n, int C) {
   for (int64_t i = blockIdx.z; i < n; i += gridDim.z) {
-    const PassDesc d = descs[i];
+    const PassDesc& d = descs[i];
     const S* src = static_cast<const S*>(d.src);
     D* dst = static_cast<D*>(d.dst);
-    for (int64_t y = int64_t(blockIdx.y) * kTileH + threadIdx.y; y < d.rows;
-         y += int64_t(gridDim.y) * kTileH) {
-      for (int64_t x = int64_t(blockIdx.x) * kTileW + threadIdx.x; x < d.cols;
-           x += int64_t(gridDim.x) * kTileW) {
+    const Index rows = static_cast<Index>(d.rows), cols = static_cast<Index>(d.cols);
+    const Index row_stride = static_cast<Index>(d.src_cols) * C;
+    const Index offset = static_cast<Index>(d.offset), col0 = static_cast<Index>(d.col0);
+    for (Index y = Index(blockIdx.y) * kTileH + threadIdx.y; y < rows;
+         y += Index(gridDim.y) * kTileH) {
+      for (Index x = Index(blockIdx.x) * kTileW + threadIdx.x; x < cols;
+           x += Index(gridDim.x) * kTileW) {
         // Channels in groups of 4: the filter weights are computed once per group.
-        for (int64_t c0 = 0; c0 < C; c0 += 4) {
-          const int cn = C - c0 < 4 ? static_cast<int>(C - c0) : 4;
+        for (int c0 = 0; c0 < C; c0 += 4) {
+          const int cn = C - c0 < 4 ? C - c0 : 4;
           float acc[4] = {0.f, 0.f, 0.f, 0.f};
           float sum;
           if (d.horizontal) {
-            const S* row = src + (y + d.offset) * d.src_cols * C + c0;
+            const S* row = src + (y + offset) * row_stride + c0;
             sum = resize::for_taps(d.axis, x, [&](int64_t s, float w) {
-              for (int c = 0; c < cn; ++c) acc[c] += w * static_cast<float>(row[s * C + c]);
+              const S* px = row + static_cast<Index>(s) * C;
+              for (int c = 0; c < cn; ++c) acc[c] += w * static_cast<float>(px[c]);
             });
           } else {
-            const S* col = src + (x + d.col0) * C + c0;
+            const S* col = src + (x + col0) * C + c0;
             sum = resize::for_taps(d.axis, y, [&](int64_t s, float w) {
-              const S* px = col + (s - d.offset) * d.src_cols * C;
+              const S* px = col + (static_cast<Index>(s) - offset) * row_stride;
               for (int c = 0; c < cn; ++c) acc[c] += w * static_cast<float>(px[c]);
             });
           }
-          D* out = dst + (y * d.cols + x) * C + c0;
+          D* out = dst + (y * cols + x) * C + c0;
           for (int c = 0; c < cn; ++c)
             out[c] = cmn::convert_sat<D>(sum != 0.f ? acc[c] / sum : acc[c]);
         }
@@ -72,15 +78,22 @@ void launch(const std::vector<PassDesc>& host, const at::Device& device, int64_t
   const int64_t n = static_cast<int64_t>(host.size());
   std::vector<const void*> unused;
   at::Tensor dev = upload(host, {}, device, unused);
-  int64_t max_r = 1, max_c = 1;
-  for (const PassDesc& d : host) max_r = std::max(max_r, d.rows), max_c = std::max(max_c, d.cols);
+  int64_t max_r = 1, max_c = 1, max_index = 0;
+  for (const PassDesc& d : host) {
+    max_r = std::max(max_r, d.rows);
+    max_c = std::max(max_c, d.cols);
+    // Offsets reach a source of (offset + rows) x src_cols pixels and a rows x cols output.
+    max_index = std::max({max_index, (d.offset + d.rows + 1) * std::max(d.src_cols, d.cols) * C,
+                          d.axis.in_size * std::max(d.src_cols, d.cols) * C});
+  }
   const dim3 block(kTileW, kTileH);
-  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((max_c + kTileW - 1) / kTileW, 65535)),
-                  static_cast<unsigned>(std::min<int64_t>((max_r + kTileH - 1) / kTileH, 65535)),
-                  static_cast<unsigned>(std::min<int64_t>(n, 65535)));
-  pass_kernel<S, D><<<grid, block, 0, stream>>>(
-      reinterpret_cast<const PassDesc*>(dev.const_data_ptr()), n, C);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  const dim3 grid(grid_dim(max_c, kTileW), grid_dim(max_r, kTileH), grid_dim(n, 1));
+  max_index += (int64_t(grid.x) * kTileW + int64_t(grid.y) * kTileH) * std::max(max_c, int64_t(1));
+  dispatch_index(max_index, [&](auto index) {
+    pass_kernel<S, D, decltype(index)><<<grid, block, 0, stream>>>(
+        reinterpret_cast<const PassDesc*>(dev.const_data_ptr()), n, static_cast<int>(C));
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
 }
 
 resize::Args resize_cuda_run(at::TensorList images, at::IntArrayRef out_sizes,
