@@ -34,3 +34,40 @@ def assert_one_buffer(batch):
     step = samples[0].numel() * samples[0].element_size()
     assert all(s.data_ptr() == samples[0].data_ptr() + k * step for k, s in enumerate(samples))
     assert batch.as_torch().data_ptr() == samples[0].data_ptr()
+
+
+def constant_source(batch):
+    """An external_source callback giving `batch` every iteration (it takes no parameters:
+    external_source would pass it the iteration)."""
+    return lambda: batch
+
+
+def run_operator(lib, op, images, layout="HWC", device="cpu", inputs=(), arg_inputs=None,
+                 **kwargs):
+    """One iteration of `lib.fn.<op>(images, *inputs, **kwargs)` (lib: torchdali or DALI);
+    `inputs` and the values of `arg_inputs` are per-sample lists fed through external_source.
+    Returns the outputs as NumPy arrays and the output layout."""
+    images = [np.ascontiguousarray(im) for im in images]
+
+    @lib.pipeline_def(batch_size=len(images), num_threads=2,
+                      device_id=None if device == "cpu" else 0, seed=1)
+    def pipe():
+        x = lib.fn.external_source(constant_source(images), layout=layout)
+        if device == "gpu":
+            x = x.gpu()
+        extra = [lib.fn.external_source(constant_source(v)) for v in inputs]
+        named = {name: lib.fn.external_source(constant_source(v)) for name, v in (arg_inputs or {}).items()}
+        return getattr(lib.fn, op)(x, *extra, **kwargs, **named)
+
+    p = pipe()
+    p.build()
+    out = p.run()[0]
+    return as_numpy_batch(out), out.layout()
+
+
+def assert_batches_equal(got, expected):
+    """Same number of samples, each of the same shape, dtype and values."""
+    assert len(got) == len(expected)
+    for i, (g, e) in enumerate(zip(got, expected)):
+        assert g.shape == e.shape and g.dtype == e.dtype, f"sample {i}: {g.shape} {g.dtype} vs {e.shape} {e.dtype}"
+        np.testing.assert_array_equal(g, e, err_msg=f"sample {i}")

@@ -9,9 +9,9 @@ import pytest
 from PIL import Image
 
 import torchdali
-from torchdali import schema, types
+from torchdali import schema
 
-from conftest import as_numpy_batch, dali_or_skip, requires_cuda
+from conftest import as_numpy_batch, constant_source, dali_or_skip, requires_cuda
 
 pytest.importorskip("torchdali._C", reason="the C++ extension is not built")
 
@@ -42,18 +42,14 @@ def files(tmp_path_factory):
     return paths, str(root / "broken.jpg")
 
 
-def _constant(batch):
-    return lambda: batch
-
-
 def run(lib, op, paths, inputs=(), arg_inputs=None, device="cpu", with_full=False, seed=7, **kwargs):
     """One iteration of fn.decoders.<op> over `paths` (and decoders.image if with_full)."""
     @lib.pipeline_def(batch_size=len(paths), num_threads=2, device_id=None if device == "cpu" else 0,
                       seed=seed)
     def pipe():
         data, _ = lib.fn.readers.file(files=list(paths))
-        extra = [lib.fn.external_source(_constant(v)) for v in inputs]
-        named = {k: lib.fn.external_source(_constant(v)) for k, v in (arg_inputs or {}).items()}
+        extra = [lib.fn.external_source(constant_source(v)) for v in inputs]
+        named = {k: lib.fn.external_source(constant_source(v)) for k, v in (arg_inputs or {}).items()}
         out = getattr(lib.fn.decoders, op)(data, *extra, device=device, **kwargs, **named)
         return (out, lib.fn.decoders.image(data, device=device)) if with_full else out
 
@@ -137,9 +133,9 @@ def test_image_slice_is_decode_then_slice(files, case):
 
     @torchdali.pipeline_def(batch_size=len(full), num_threads=1, device_id=None)
     def pipe():
-        x = torchdali.fn.external_source(_constant(full), layout="HWC")
-        extra = [torchdali.fn.external_source(_constant(v)) for v in inputs]
-        named = {k: torchdali.fn.external_source(_constant(v)) for k, v in arg_inputs.items()}
+        x = torchdali.fn.external_source(constant_source(full), layout="HWC")
+        extra = [torchdali.fn.external_source(constant_source(v)) for v in inputs]
+        named = {k: torchdali.fn.external_source(constant_source(v)) for k, v in arg_inputs.items()}
         return torchdali.fn.slice(x, *extra, **kwargs, **named)
 
     p = pipe()

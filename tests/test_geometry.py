@@ -6,7 +6,7 @@ import pytest
 import torchdali
 from torchdali import types
 
-from conftest import as_numpy_batch, assert_one_buffer, dali_or_skip, requires_cuda
+from conftest import as_numpy_batch, assert_batches_equal, assert_one_buffer, dali_or_skip, requires_cuda, run_operator
 
 pytest.importorskip("torchdali._C", reason="the C++ extension is not built")
 
@@ -17,39 +17,12 @@ FLAGS = [np.int32(k % 2) for k in range(len(IMAGES))]
 FLAGS2 = [np.int32(k // 2 % 2) for k in range(len(IMAGES))]
 
 
+def run(lib, op, images=IMAGES, **kwargs):
+    return run_operator(lib, op, images, **kwargs)
+
+
 def as_type(images, dtype):
     return [im.astype(dtype) * (1 if dtype == np.uint8 else 0.5) for im in images]
-
-
-def _constant(batch):
-    return lambda: batch  # no parameters: external_source would pass it the iteration
-
-
-def run(lib, op, images=IMAGES, layout="HWC", device="cpu", arg_inputs=None, **kwargs):
-    """One iteration of `fn.<op>(images, **kwargs)`; `arg_inputs` maps argument names to
-    per-sample lists fed as argument inputs."""
-    images = [np.ascontiguousarray(im) for im in images]
-
-    @lib.pipeline_def(batch_size=len(images), num_threads=2,
-                      device_id=None if device == "cpu" else 0, seed=1)
-    def pipe():
-        x = lib.fn.external_source(lambda: images, layout=layout)
-        if device == "gpu":
-            x = x.gpu()
-        extra = {name: lib.fn.external_source(_constant(v)) for name, v in (arg_inputs or {}).items()}
-        return getattr(lib.fn, op)(x, **kwargs, **extra)
-
-    p = pipe()
-    p.build()
-    out = p.run()[0]
-    return as_numpy_batch(out), out.layout()
-
-
-def assert_batches_equal(got, expected):
-    assert len(got) == len(expected)
-    for i, (g, e) in enumerate(zip(got, expected)):
-        assert g.shape == e.shape and g.dtype == e.dtype, f"sample {i}: {g.shape} {g.dtype} vs {e.shape} {e.dtype}"
-        np.testing.assert_array_equal(g, e, err_msg=f"sample {i}")
 
 
 # --- flip ---

@@ -6,7 +6,7 @@ import pytest
 import torchdali
 from torchdali import types
 
-from conftest import as_numpy_batch, dali_or_skip, requires_cuda
+from conftest import assert_batches_equal, dali_or_skip, requires_cuda, run_operator
 
 pytest.importorskip("torchdali._C", reason="the C++ extension is not built")
 
@@ -22,36 +22,7 @@ F32 = np.float32
 TIES = [RNG.integers(0, 256, (h, w, 1), dtype=np.uint8) for h, w in ((10, 20), (20, 10), (40, 30))]
 
 
-def _constant(batch):
-    return lambda: batch  # no parameters: external_source would pass it the iteration
-
-
-def run(lib, op, images, layout="HWC", device="cpu", inputs=(), arg_inputs=None, **kwargs):
-    """One iteration of `fn.<op>(images, *inputs, **kwargs)`; `inputs` and `arg_inputs` are
-    per-sample lists fed through external_source."""
-    images = [np.ascontiguousarray(im) for im in images]
-
-    @lib.pipeline_def(batch_size=len(images), num_threads=2,
-                      device_id=None if device == "cpu" else 0, seed=1)
-    def pipe():
-        x = lib.fn.external_source(_constant(images), layout=layout)
-        if device == "gpu":
-            x = x.gpu()
-        extra = [lib.fn.external_source(_constant(v)) for v in inputs]
-        named = {name: lib.fn.external_source(_constant(v)) for name, v in (arg_inputs or {}).items()}
-        return getattr(lib.fn, op)(x, *extra, **kwargs, **named)
-
-    p = pipe()
-    p.build()
-    out = p.run()[0]
-    return as_numpy_batch(out), out.layout()
-
-
-def assert_batches_equal(got, expected):
-    assert len(got) == len(expected)
-    for i, (g, e) in enumerate(zip(got, expected)):
-        assert g.shape == e.shape and g.dtype == e.dtype, f"sample {i}: {g.shape} {g.dtype} vs {e.shape} {e.dtype}"
-        np.testing.assert_array_equal(g, e, err_msg=f"sample {i}")
+run = run_operator
 
 
 def per_sample(values, dtype):

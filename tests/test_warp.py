@@ -13,7 +13,7 @@ import torchdali
 from torchdali import types
 from torchdali.operators.warp import rotated_canvas
 
-from conftest import as_numpy_batch, dali_or_skip, requires_cuda
+from conftest import as_numpy_batch, constant_source, dali_or_skip, requires_cuda, run_operator
 
 pytest.importorskip("torchdali._C", reason="the C++ extension is not built")
 
@@ -29,6 +29,12 @@ def smooth_image(h, w):
 
 
 IMAGES = [smooth_image(h, w) for h, w in SIZES]
+
+
+def run(lib, op, images=IMAGES, **kwargs):
+    return run_operator(lib, op, images, **kwargs)
+
+
 ANGLES = (0, 90, 180, -90, 270, -45, 45, 30.5, 1, 135, -160, 89.9, 0.001, 753.3)
 # (argument, value) pairs run against DALI: interpolation, fill, sizes.
 VARIANTS = [
@@ -45,31 +51,6 @@ MATRICES = [
     [0.8660254, -0.5, 20.0, 0.5, 0.8660254, -10.0],
     [1.5, 0.3, 0.0, 0.1, 0.7, 2.0],
 ]
-
-
-def _constant(batch):
-    return lambda: batch  # no parameters: external_source would pass it the iteration
-
-
-def run(lib, op, images=IMAGES, device="cpu", arg_inputs=None, inputs=(), layout="HWC", **kwargs):
-    """One iteration of `fn.<op>(images, *inputs, **kwargs)`; `arg_inputs` maps argument names
-    to per-sample lists fed as argument inputs, `inputs` are more per-sample positional inputs."""
-    images = [np.ascontiguousarray(im) for im in images]
-
-    @lib.pipeline_def(batch_size=len(images), num_threads=2,
-                      device_id=None if device == "cpu" else 0, seed=1)
-    def pipe():
-        x = lib.fn.external_source(_constant(images), layout=layout)
-        if device == "gpu":
-            x = x.gpu()
-        extra = {k: lib.fn.external_source(_constant(v)) for k, v in (arg_inputs or {}).items()}
-        more = [lib.fn.external_source(_constant(v)) for v in inputs]
-        return getattr(lib.fn, op)(x, *more, **kwargs, **extra)
-
-    p = pipe()
-    p.build()
-    out = p.run()[0]
-    return as_numpy_batch(out), out.layout()
 
 
 def mean_abs_diff(a, b):
@@ -189,7 +170,7 @@ def test_per_sample_angle_size_and_matrix_match_dali():
 def test_angle_from_random_uniform_matches_constant_angles():
     @torchdali.pipeline_def(batch_size=len(IMAGES), num_threads=2, device_id=None, seed=5)
     def pipe():
-        x = torchdali.fn.external_source(_constant(IMAGES), layout="HWC")
+        x = torchdali.fn.external_source(constant_source(IMAGES), layout="HWC")
         angle = torchdali.fn.random.uniform(range=(-180.0, 180.0))
         return torchdali.fn.rotate(x, angle=angle, fill_value=0), angle
 

@@ -3,6 +3,8 @@ family, each with thin Python functions and, beside them, the fake kernels that 
 `torch.compile` trace the ops. Importing a module loads the extension `torchdali._C`."""
 import importlib
 
+import torch
+
 
 def load_extension():
     """Load torchdali._C, which registers the ops, or explain how to build it."""
@@ -13,3 +15,21 @@ def load_extension():
             "torchdali's C++/CUDA extension (torchdali._C) is not built; build it from the "
             "repository root with `pip install --no-build-isolation -e .` (or "
             "`python setup.py build_ext --inplace`)") from e
+
+
+MAX_DIMS = 8  # the kernels' limit on a sample's number of dims (csrc: kMaxDims)
+
+
+def check_samples(op, images, min_dims):
+    """Fake-kernel checks shared by the ops over lists of samples: at least one sample,
+    all of one rank from `min_dims` to MAX_DIMS and of one dtype (as the C++ checks)."""
+    torch._check_value(len(images) > 0, lambda: f"{op}: `images` must hold at least one sample")
+    first = images[0]
+    for i, im in enumerate(images):
+        torch._check_value(im.dim() == first.dim() and min_dims <= im.dim() <= MAX_DIMS, lambda: (
+            f"{op}: all samples must have one number of dimensions, from {min_dims} to "
+            f"{MAX_DIMS}; sample 0 has shape {tuple(first.shape)}, sample {i} has shape "
+            f"{tuple(im.shape)}"))
+        torch._check_type(im.dtype == first.dtype, lambda: (
+            f"{op}: all samples must have one dtype; sample 0 is {first.dtype}, sample {i} is "
+            f"{im.dtype}"))

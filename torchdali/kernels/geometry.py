@@ -5,13 +5,12 @@ from typing import List, Sequence, Union
 
 import torch
 
-from . import load_extension
+from . import check_samples, load_extension
 
 load_extension()
 
 __all__ = ["flip", "transpose"]
 
-_MAX_DIMS = 8
 
 
 def flip(images: Union[List[torch.Tensor], torch.Tensor], horizontal: torch.Tensor,
@@ -31,18 +30,10 @@ def transpose(images: List[torch.Tensor], perm: Sequence[int]) -> List[torch.Ten
 
 
 def _check_images(op, images, min_dims):
-    torch._check_value(len(images) > 0, lambda: f"{op}: `images` must hold at least one sample")
-    first = images[0]
-    for i, im in enumerate(images):
-        torch._check_value(im.dim() == first.dim() and min_dims <= im.dim() <= _MAX_DIMS, lambda: (
-            f"{op}: all samples must have one number of dimensions, from {min_dims} to "
-            f"{_MAX_DIMS}; sample 0 has shape {tuple(first.shape)}, sample {i} has shape "
-            f"{tuple(im.shape)}"))
-        torch._check_type(im.dtype == first.dtype, lambda: (
-            f"{op}: all samples must have one dtype; sample 0 is {first.dtype}, sample {i} is "
-            f"{im.dtype}"))
-        torch._check_type(im.element_size() in (1, 2, 4, 8), lambda: (
-            f"{op}: elements of {im.element_size()} bytes ({im.dtype}) are not supported"))
+    check_samples(op, images, min_dims)
+    size = images[0].element_size()
+    torch._check_type(size in (1, 2, 4, 8), lambda: (
+        f"{op}: elements of {size} bytes ({images[0].dtype}) are not supported"))
 
 
 def _check_flip(images, horizontal, vertical, height_dim):

@@ -4,7 +4,7 @@ from typing import List
 
 import torch
 
-from . import load_extension
+from . import MAX_DIMS as _MAX_DIMS, load_extension
 
 load_extension()
 
@@ -12,7 +12,6 @@ __all__ = ["normalize"]
 
 _IN_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.float16, torch.float32)
 _OUT_DTYPES = (torch.float32, torch.float16, torch.uint8, torch.int8, torch.int16, torch.int32)
-_MAX_DIMS = 8
 
 
 def normalize(images: List[torch.Tensor], mean: List[torch.Tensor], inv_std: List[torch.Tensor],

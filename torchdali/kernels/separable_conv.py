@@ -4,14 +4,13 @@ from typing import List, Sequence
 
 import torch
 
-from . import load_extension
+from . import check_samples, load_extension
 
 load_extension()
 
 __all__ = ["separable_conv"]
 
 _DTYPES = (torch.uint8, torch.float16, torch.float32)
-_MAX_DIMS = 8
 _MAX_AXES = 3
 
 
@@ -38,16 +37,8 @@ def _separable_conv_fake(images, windows, window_sizes, first_axis, num_axes, ou
     torch._check_value(first_axis >= 0, lambda: f"{op}: `first_axis` must be >= 0, got {first_axis}")
     torch._check_value(1 <= num_axes <= _MAX_AXES, lambda: (
         f"{op}: `num_axes` must be 1 to {_MAX_AXES}, got {num_axes}"))
-    torch._check_value(len(images) > 0, lambda: f"{op}: `images` must hold at least one sample")
-    first, min_dims = images[0], first_axis + num_axes
-    for i, im in enumerate(images):
-        torch._check_value(im.dim() == first.dim() and min_dims <= im.dim() <= _MAX_DIMS, lambda: (
-            f"{op}: all samples must have one number of dimensions, from {min_dims} to "
-            f"{_MAX_DIMS}; sample 0 has shape {tuple(first.shape)}, sample {i} has shape "
-            f"{tuple(im.shape)}"))
-        torch._check_type(im.dtype == first.dtype, lambda: (
-            f"{op}: all samples must have one dtype; sample 0 is {first.dtype}, sample {i} is "
-            f"{im.dtype}"))
+    check_samples(op, images, first_axis + num_axes)
+    first = images[0]
     torch._check_type(first.dtype in _DTYPES, lambda: (
         f"{op}: `images` must be uint8, float16 or float32, got {first.dtype}"))
     torch._check_type(out_dtype in _DTYPES, lambda: (

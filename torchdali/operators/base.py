@@ -127,6 +127,15 @@ class Operator:
     def run(self, inputs: List[TensorList], args: Args, ctx: RunContext):
         raise NotImplementedError
 
+    def check_rank(self, images):
+        """The samples' common number of dims; a ValueError naming the first sample that
+        differs from sample 0."""
+        ndim = images[0].dim()
+        for i, im in enumerate(images):
+            if im.dim() != ndim:
+                raise self.error(f"sample {i} has shape {tuple(im.shape)}, not {ndim} dims", ValueError)
+        return ndim
+
     def reset(self):
         """Start a new epoch after the pipeline's reset()."""
 

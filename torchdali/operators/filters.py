@@ -104,14 +104,11 @@ class GaussianBlur(Operator):
         n = len(images)
         if n == 0:
             return [batch]
-        ndim = images[0].dim()
-        for i, im in enumerate(images):
+        for im in images:
             if im.dtype not in _DTYPES:
                 raise self.error(f"input type {im.dtype} is not supported; give uint8, float16 "
                                  "or float32 data", TypeError)
-            if im.dim() != ndim:
-                raise self.error(f"sample {i} has shape {tuple(im.shape)}, not {ndim} dims",
-                                 ValueError)
+        ndim = self.check_rank(images)
         first, count = spatial_axes(self, batch.layout(), ndim)
         out_dtype = self._out_dtype(args, images[0].dtype)
         params = [self._sample_windows(args, i, count) for i in range(n)]

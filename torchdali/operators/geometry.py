@@ -51,16 +51,12 @@ class Flip(Operator):
         n = len(images)
         if n == 0:
             return [batch]
-        ndim = images[0].dim()
+        ndim = self.check_rank(images)
         layout = _default_layout(self, batch, ndim)
         h, w = layout.find("H"), layout.find("W")
         if h < 0 or w != h + 1:
             raise self.error(f"layout '{layout}' must have the H axis right before the W axis",
                              ValueError)
-        for i, im in enumerate(images):
-            if im.dim() != ndim:
-                raise self.error(f"sample {i} has shape {tuple(im.shape)}, not {ndim} dims",
-                                 ValueError)
         # A dense batch stays one tensor (flip.dense); a list stays a list.
         src = batch.as_torch() if batch.is_dense_tensor() else images
         out = flip(src, _flags(args, "horizontal", n), _flags(args, "vertical", n), h)
@@ -157,16 +153,12 @@ class Transpose(Operator):
         images = batch.as_torch_list()
         if not images:
             return [batch]
-        ndim = images[0].dim()
+        ndim = self.check_rank(images)
         perm = args["perm"]
         perm = list(range(ndim))[::-1] if perm is None else list(perm)
         if sorted(perm) != list(range(ndim)):
             raise self.error(f"perm={perm} is not a permutation of the {ndim} dims of the "
                              f"samples", ValueError)
-        for i, im in enumerate(images):
-            if im.dim() != ndim:
-                raise self.error(f"sample {i} has shape {tuple(im.shape)}, not {ndim} dims",
-                                 ValueError)
         layout = batch.layout()
         if args["output_layout"] is not None:
             layout = args["output_layout"]
@@ -229,11 +221,7 @@ class Pad(Operator):
         n = len(images)
         if n == 0:
             return [batch]
-        ndim = images[0].dim()
-        for i, im in enumerate(images):
-            if im.dim() != ndim:
-                raise self.error(f"sample {i} has shape {tuple(im.shape)}, not {ndim} dims",
-                                 ValueError)
+        ndim = self.check_rank(images)
         axes = self._axes(batch.layout(), ndim)
         largest = [max(im.shape[a] for im in images) for a in axes]
         shapes, fills = [], []

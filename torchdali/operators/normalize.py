@@ -96,11 +96,8 @@ class Normalize(Operator):
         n = len(images)
         if n == 0:
             return [batch]
-        ndim = images[0].dim()
+        ndim = self.check_rank(images)
         for i, im in enumerate(images):
-            if im.dim() != ndim:
-                raise self.error(f"sample {i} has shape {tuple(im.shape)}, not {ndim} dims",
-                                 ValueError)
             if im.dtype not in _IN_DTYPES:
                 raise self.error(f"input type {im.dtype} is not supported; give uint8, int8, "
                                  "int16, int32, float16 or float32 data", TypeError)
