@@ -98,9 +98,10 @@ inline Args prepare(const at::TensorList& images, const at::Tensor& windows,
 
 // The source index of `i` in [0, n) with reflect-101 borders (DALI's and OpenCV's
 // BORDER_REFLECT_101: ... 2 1 | 0 1 2 ... n-1 | n-2 ...), however far outside.
-C10_HOST_DEVICE inline int64_t reflect101(int64_t i, int64_t n) {
+template <typename Index>
+C10_HOST_DEVICE inline Index reflect101(Index i, Index n) {
   if (n == 1) return 0;
-  const int64_t period = 2 * (n - 1);
+  const Index period = 2 * (n - 1);
   i = (i < 0 ? -i : i) % period;
   return i >= n ? period - i : i;
 }
@@ -116,16 +117,16 @@ C10_HOST_DEVICE inline float mul_add(float acc, float w, float v) {
 }
 
 // Output element x of the line at `src` (n elements `inner` apart): sum_k w[k] * src[x + k - r]
-// for k = 0..2r, in order.
-template <typename Src>
-C10_HOST_DEVICE inline float convolve_at(const Src* src, int64_t n, int64_t inner, int64_t x,
-                                         const float* w, int64_t r) {
+// for k = 0..2r, in order; `Index` arithmetic (the CUDA kernel uses 32 bits where it can).
+template <typename Src, typename Index>
+C10_HOST_DEVICE inline float convolve_at(const Src* src, Index n, Index inner, Index x,
+                                         const float* w, Index r) {
   float acc = 0.f;
   if (x >= r && x + r < n) {
     const Src* s = src + (x - r) * inner;
-    for (int64_t k = 0; k <= 2 * r; ++k) acc = mul_add(acc, w[k], static_cast<float>(s[k * inner]));
+    for (Index k = 0; k <= 2 * r; ++k) acc = mul_add(acc, w[k], static_cast<float>(s[k * inner]));
   } else {
-    for (int64_t k = 0; k <= 2 * r; ++k)
+    for (Index k = 0; k <= 2 * r; ++k)
       acc = mul_add(acc, w[k], static_cast<float>(src[reflect101(x + k - r, n) * inner]));
   }
   return acc;

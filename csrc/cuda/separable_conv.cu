@@ -23,22 +23,25 @@ struct PassDesc {
 
 constexpr int kThreads = 256;
 
-// blockIdx.y walks samples; threads stride over a sample's outer * n * inner outputs.
-template <typename Src, typename Dst>
+// blockIdx.y walks samples; threads stride over a sample's outer * n * inner outputs. The
+// descriptor is read in place; offsets are `Index` arithmetic (int32_t where it fits).
+template <typename Src, typename Dst, typename Index>
 __global__ void conv_pass_kernel(const PassDesc* __restrict__ descs,
                                  const float* __restrict__ windows, int64_t n) {
   for (int64_t i = blockIdx.y; i < n; i += gridDim.y) {
-    const PassDesc d = descs[i];
-    const conv::Pass s = d.pass;
-    const Src* src = static_cast<const Src*>(d.src);
-    Dst* dst = static_cast<Dst*>(d.dst);
-    const int64_t numel = s.outer * s.n * s.inner;
-    for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < numel;
-         e += int64_t(gridDim.x) * blockDim.x) {
-      const int64_t j = e % s.inner, line = e / s.inner, x = line % s.n, o = line / s.n;
-      dst[e] = cmn::convert_sat<Dst>(conv::convolve_at(src + o * s.n * s.inner + j, s.n,
-                                                       s.inner, x, windows + s.window_at,
-                                                       s.radius));
+    const conv::Pass& s = descs[i].pass;
+    const Src* src = static_cast<const Src*>(descs[i].src);
+    Dst* dst = static_cast<Dst*>(descs[i].dst);
+    const Index len = static_cast<Index>(s.n), inner = static_cast<Index>(s.inner);
+    const Index radius = static_cast<Index>(s.radius);
+    const Index numel = static_cast<Index>(s.outer) * len * inner;
+    const float* w = windows + s.window_at;
+    for (Index e = Index(blockIdx.x) * blockDim.x + threadIdx.x; e < numel;
+         e += Index(gridDim.x) * blockDim.x) {
+      const Index line = e / inner, j = e - line * inner;
+      const Index o = line / len, x = line - o * len;
+      dst[e] = cmn::convert_sat<Dst>(
+          conv::convolve_at<Src, Index>(src + o * len * inner + j, len, inner, x, w, radius));
     }
   }
 }
@@ -47,8 +50,10 @@ template <typename Src, typename Dst>
 void launch(const PassDesc* descs, const float* windows, int64_t n, int64_t max_numel,
             cudaStream_t stream) {
   const dim3 grid(grid_dim(max_numel, kThreads), grid_dim(n, 1));
-  conv_pass_kernel<Src, Dst><<<grid, kThreads, 0, stream>>>(descs, windows, n);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  dispatch_index(max_numel + int64_t(grid.x) * kThreads, [&](auto index) {
+    conv_pass_kernel<Src, Dst, decltype(index)><<<grid, kThreads, 0, stream>>>(descs, windows, n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
 }
 
 std::vector<at::Tensor> separable_conv_cuda(at::TensorList images, const at::Tensor& windows,
