@@ -71,3 +71,13 @@ def assert_batches_equal(got, expected):
     for i, (g, e) in enumerate(zip(got, expected)):
         assert g.shape == e.shape and g.dtype == e.dtype, f"sample {i}: {g.shape} {g.dtype} vs {e.shape} {e.dtype}"
         np.testing.assert_array_equal(g, e, err_msg=f"sample {i}")
+
+
+def reflect101(i, n):
+    """Index array `i` folded into [0, n) with reflect-101 borders (2 1 | 0 1 2 | 1 0), the
+    border rule of DALI's convolutions: the reference for separable_conv and gaussian_blur."""
+    if n == 1:
+        return np.zeros_like(i)
+    period = 2 * (n - 1)
+    i = np.abs(i) % period
+    return np.where(i >= n, period - i, i)

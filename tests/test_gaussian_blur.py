@@ -9,7 +9,7 @@ import torchdali
 from torchdali import fn, types
 from torchdali.operators.filters import gaussian_window, sigma_for, window_size_for
 
-from conftest import as_numpy_batch, dali_or_skip, requires_cuda
+from conftest import as_numpy_batch, dali_or_skip, reflect101, requires_cuda
 
 pytest.importorskip("torchdali._C", reason="the C++ extension is not built")
 
@@ -54,14 +54,6 @@ def reference_window(sigma, size):
     x = np.arange(size) - (size - 1) // 2
     w = np.exp(-x * x / (2.0 * sigma * sigma))
     return w / w.sum()
-
-
-def reflect101(i, n):
-    if n == 1:
-        return np.zeros_like(i)
-    period = 2 * (n - 1)
-    i = np.abs(i) % period
-    return np.where(i >= n, period - i, i)
 
 
 def reference(img, layout, sigma, window_size, dtype=None):

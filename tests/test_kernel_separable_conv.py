@@ -8,7 +8,7 @@ import torch
 
 from torchdali.kernels.separable_conv import separable_conv
 
-from conftest import random_images, requires_cuda
+from conftest import random_images, reflect101, requires_cuda
 
 DEVICES = ["cpu", pytest.param("cuda", marks=requires_cuda)]
 DTYPES = [torch.uint8, torch.float16, torch.float32]
@@ -19,14 +19,6 @@ SIZES = [(17, 23), (1, 1), (2, 3), (31, 5), (4, 40)]
 def window(size, seed):
     w = np.random.default_rng(seed).random(size).astype(np.float32) + 0.1
     return w / w.sum()
-
-
-def reflect101(i, n):
-    if n == 1:
-        return np.zeros_like(i)
-    period = 2 * (n - 1)
-    i = np.abs(i) % period
-    return np.where(i >= n, period - i, i)
 
 
 def convolve_axis(x, w, axis):
