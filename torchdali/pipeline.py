@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from . import _current
-from .executor import AsyncRunner, Executor, SyncRunner, _Failure
+from .executor import AsyncRunner, Executor, SyncRunner, _Failure, _halt_error
 from .graph import DataNode, call_operator
 from .tensor_list import TensorListGPU
 
@@ -80,7 +80,7 @@ class Pipeline:
         self._api_mode = None
         self._restored = False
         self._next_index = 0  # the iteration the next outputs() returns
-        self._stopped = False  # outputs() raised (StopIteration or an error) since the last reset()
+        self._stopped = None  # what outputs() raised (StopIteration or an error) since the last reset()
 
     # --- properties ---
     @property
@@ -272,9 +272,11 @@ class Pipeline:
             self._runner.schedule()
 
     def _next(self, cuda_stream):
+        if self._stopped is not None and self._runner.undelivered() == 0:
+            raise _halt_error(self._stopped)  # as DALI: stopped until reset(), even with nothing scheduled
         item = self._runner.next()
         if isinstance(item, _Failure):
-            self._stopped = True
+            self._stopped = item.exc
             raise item.exc
         self._next_index = item.index + 1
         for message in item.ctx.messages:
@@ -327,9 +329,9 @@ class Pipeline:
         """Start the next epoch after outputs() raised StopIteration (or an error): drop
         scheduled iterations and rewind external sources. As in DALI, it does nothing
         while the epoch runs, so prefetched batches and the readers' positions are kept."""
-        if not self._built or not self._stopped:
+        if not self._built or self._stopped is None:
             return
-        self._stopped = False
+        self._stopped = None
         self._runner.clear()
         self._executor.reset()
         self._next_index = self._executor.iteration

@@ -59,4 +59,5 @@ def sparse_coo(name, samples, out):
     cols = torch.cat([torch.arange(n) for n in lengths])
     values = torch.cat(samples)
     size = (len(samples), max(lengths), *values.shape[1:])
-    return torch.sparse_coo_tensor(torch.stack([rows, cols]).to(values.device), values, size)
+    indices = torch.stack([rows, cols]).to(values.device)  # sorted and unique: coalesced
+    return torch.sparse_coo_tensor(indices, values, size, is_coalesced=True, check_invariants=False)
