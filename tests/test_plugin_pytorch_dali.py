@@ -22,10 +22,12 @@ READERS = [
     (5, 4, 2, [0, 1], False, False),
     (13, 2, 4, [3], False, False),
     (13, 5, 4, [0, 2], False, False),
+    (6, 2, 2, [0, 1], False, False),
 ]
 POLICIES = ["FILL", "DROP", "PARTIAL"]
-# How the next epoch starts: reset() after StopIteration, auto_reset, or a new `for` loop.
-RESTARTS = ["reset", "auto", "for"]
+# How the next epoch starts: reset() after StopIteration, auto_reset, a new `for` loop, or
+# reset() after StopIteration with an ignored reset() after each epoch's first step.
+RESTARTS = ["reset", "auto", "for", "early-reset"]
 EPOCHS = 3
 
 
@@ -38,7 +40,8 @@ def _files(tmp_path, n):
     return paths
 
 
-def _iterator(lib, plugin, files, batch, num_shards, shard_ids, pad, stick, policy, restart, by_reader):
+def _iterator(lib, plugin, files, batch, num_shards, shard_ids, pad, stick, policy, restart, by_reader,
+              prepare):
     def make(shard):
         @lib.pipeline_def(batch_size=batch, num_threads=1, device_id=None, seed=3)
         def pipe():
@@ -49,7 +52,8 @@ def _iterator(lib, plugin, files, batch, num_shards, shard_ids, pad, stick, poli
         return pipe()
 
     pipes = [make(s) for s in shard_ids]
-    kwargs = dict(auto_reset=restart == "auto", last_batch_policy=getattr(plugin.LastBatchPolicy, policy))
+    kwargs = dict(auto_reset=restart == "auto", last_batch_policy=getattr(plugin.LastBatchPolicy, policy),
+                  prepare_first_batch=prepare)
     if by_reader:
         kwargs["reader_name"] = "reader"
     else:
@@ -85,17 +89,22 @@ def _run_epochs(it, restart, record):
                 except StopIteration:
                     break
                 steps.append([b["label"].flatten().tolist() for b in step])
-            if restart == "reset":
+                if restart == "early-reset" and len(steps) == 1:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        it.reset()
+            if restart in ("reset", "early-reset"):
                 it.reset()
         record.append((len(it), it.size, steps))
 
 
+@pytest.mark.parametrize("prepare", [True, False], ids=["prepared", "lazy"])
 @pytest.mark.parametrize("by_reader", [True, False], ids=["reader_name", "size"])
 @pytest.mark.parametrize("restart", RESTARTS)
 @pytest.mark.parametrize("policy", POLICIES)
 @pytest.mark.parametrize("config", READERS, ids=lambda c: "n{}-b{}-s{}-{}-pad{:d}-stick{:d}".format(
     c[0], c[1], c[2], "".join(map(str, c[3])), c[4], c[5]))
-def test_epochs_match_dali(tmp_path, config, policy, restart, by_reader):
+def test_epochs_match_dali(tmp_path, config, policy, restart, by_reader, prepare):
     dali_or_skip()
     from nvidia import dali
     from nvidia.dali.plugin import pytorch as dali_pytorch
@@ -105,7 +114,7 @@ def test_epochs_match_dali(tmp_path, config, policy, restart, by_reader):
     if not by_reader and stick:
         pytest.skip("without reader_name the iterator knows nothing of stick_to_shard")
     files = _files(tmp_path, n)
-    args = (files, batch, num_shards, shard_ids, pad, stick, policy, restart, by_reader)
+    args = (files, batch, num_shards, shard_ids, pad, stick, policy, restart, by_reader, prepare)
     expected = _epochs(lambda: _iterator(dali, dali_pytorch, *args), restart)
     got = _epochs(lambda: _iterator(torchdali, ours, *args), restart)
     assert got == expected
