@@ -38,12 +38,14 @@ class EpochCounter:
         elif self.padded:
             self.size = m["epoch_size_padded"] // self.num_shards
         else:  # whole batches covering the largest shard
-            self.size = math.ceil(math.ceil(self.size_no_pad / self.num_shards) / self.batch_size) * self.batch_size
+            largest = math.ceil(self.size_no_pad / self.num_shards)
+            self.size = math.ceil(largest / self.batch_size) * self.batch_size
         shards = np.arange(self.num_shards, dtype=np.int64)
         # Per shard: how far into it the epoch starts, and how many samples it has (rolled
         # as the pipelines move from shard to shard).
         self.start_in_shard = np.zeros(self.num_shards, dtype=np.int64)
-        self.shard_sizes = (shards + 1) * self.size_no_pad // self.num_shards - shards * self.size_no_pad // self.num_shards
+        starts = shards * self.size_no_pad // self.num_shards
+        self.shard_sizes = (shards + 1) * self.size_no_pad // self.num_shards - starts
         self.initial_shard_sizes = self.shard_sizes.copy()
 
     def finished(self):
