@@ -249,8 +249,8 @@ class SyncRunner:
             raise RuntimeError("outputs() called with no iteration scheduled; call schedule_run() first")
         return self.ready.popleft()
 
-    def pending(self):
-        return list(self.ready)
+    def undelivered(self):
+        return len(self.ready)
 
     def clear(self):
         self.ready.clear()
@@ -342,9 +342,10 @@ class AsyncRunner:
             self.delivered += 1
             return self.ready.popleft()
 
-    def pending(self):
+    def undelivered(self):
+        """Scheduled iterations not yet returned by next(), in flight or ready."""
         with self.lock:
-            return list(self.ready)
+            return self.requested - self.delivered
 
     def clear(self):
         """Drop everything scheduled or in flight and resume (reset())."""

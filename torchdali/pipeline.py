@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from . import _current
-from .executor import AsyncRunner, Executor, SyncRunner, _Failure
+from .executor import AsyncRunner, Executor, SyncRunner, _Failure, _halt_error
 from .graph import DataNode, call_operator
 from .tensor_list import TensorListGPU
 
@@ -80,6 +80,7 @@ class Pipeline:
         self._api_mode = None
         self._restored = False
         self._next_index = 0  # the iteration the next outputs() returns
+        self._stopped = None  # what outputs() raised (StopIteration or an error) since the last reset()
 
     # --- properties ---
     @property
@@ -271,8 +272,11 @@ class Pipeline:
             self._runner.schedule()
 
     def _next(self, cuda_stream):
+        if self._stopped is not None and self._runner.undelivered() == 0:
+            raise _halt_error(self._stopped)  # as DALI: stopped until reset(), even with nothing scheduled
         item = self._runner.next()
         if isinstance(item, _Failure):
+            self._stopped = item.exc
             raise item.exc
         self._next_index = item.index + 1
         for message in item.ctx.messages:
@@ -322,16 +326,20 @@ class Pipeline:
         return self.outputs(cuda_stream)
 
     def reset(self):
-        """Start the next epoch: drop scheduled iterations and rewind external sources."""
-        if not self._built:
+        """Start the next epoch after outputs() raised StopIteration (or an error): drop
+        scheduled iterations and rewind external sources. As in DALI, it does nothing
+        while the epoch runs, so prefetched batches and the readers' positions are kept."""
+        if not self._built or self._stopped is None:
             return
+        self._stopped = None
         self._runner.clear()
         self._executor.reset()
         self._next_index = self._executor.iteration
         self._first_run = True
 
     def empty(self):
-        return not self._built or not self._runner.pending()
+        """True when no scheduled iteration waits to be returned by outputs()."""
+        return not self._built or self._runner.undelivered() == 0
 
     def feed_input(self, data_node, data, layout=None, cuda_stream=None, use_copy_kernel=False):
         """Give the next batch to an `external_source` without `source`, by name or DataNode."""

@@ -1,0 +1,1 @@
+"""Framework plugins (DALI's `nvidia.dali.plugin`): `torchdali.plugin.pytorch`."""
