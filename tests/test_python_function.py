@@ -110,10 +110,11 @@ def test_needs_a_current_pipeline():
 ])
 def test_bad_outputs(function, num_outputs, error, match):
     def build():
-        return [fn.python_function(fn.external_source(images), function=function, num_outputs=num_outputs)][0]
+        out = fn.python_function(fn.external_source(images), function=function, num_outputs=num_outputs)
+        return list(out) if num_outputs > 1 else [out]
 
-    with pytest.raises((error, RuntimeError), match=match):
-        run(lambda: build() if num_outputs == 1 else build())
+    with pytest.raises(error, match=match):
+        run(build)
 
 
 def test_bad_arguments():

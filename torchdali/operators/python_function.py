@@ -47,10 +47,7 @@ class _PythonOperator(Operator):
     def from_user(self, x, where):
         if type(x).__name__ == "PyCapsule":
             return torch.utils.dlpack.from_dlpack(x)
-        try:
-            return to_torch_array(x, self.name, where)
-        except TypeError as e:
-            raise self.error(f"{where}: {e}", TypeError) from None
+        return to_torch_array(x, f"{self.name} ('{self.spec.name}')", where)
 
     def before_call(self):
         """Hook run before the function (stream synchronisation)."""
