@@ -150,3 +150,53 @@ def test_003_hybrid_pipeline(image_dir):
     assert type(images).__name__ == "TensorListGPU" and type(labels).__name__ == "TensorListCPU"
     cpu = images.as_cpu()
     assert isinstance(cpu.at(0), np.ndarray) and cpu.at(0).shape[2] == 3
+
+
+@requires_cuda
+def test_002_python_function_on_gpu_with_cupy(image_dir):
+    cupy = pytest.importorskip("cupy")
+
+    def edit_images(image1, image2):
+        assert image1.shape == image2.shape
+        h, w, c = image1.shape
+        y, x = cupy.ogrid[0:h, 0:w]
+        mask = (x - w / 2) ** 2 + (y - h / 2) ** 2 > h * w / 9
+        result1 = cupy.copy(image1)
+        result1[mask] = image2[mask]
+        result2 = cupy.copy(image2)
+        result2[mask] = image1[mask]
+        return result1, result2
+
+    mix_channels_kernel = cupy.ElementwiseKernel("uint8 x, uint8 y", "uint8 z", "z = (i % 3) ? x : y",
+                                                 "mix_channels")
+
+    def mix_channels_wrapper(tensor1, tensor2):
+        array1 = cupy.fromDlpack(tensor1)
+        array2 = cupy.fromDlpack(tensor2)
+        result = mix_channels_kernel(array1, array2)
+        cupy.cuda.get_current_stream().synchronize()
+        return result.toDlpack()
+
+    batch_size = 4
+    results = []
+    for kind in ("python_function", "dl_tensor"):
+        pipe = Pipeline(batch_size=batch_size, num_threads=4, device_id=0, exec_async=False,
+                        exec_pipelined=False, seed=99)
+        with pipe:
+            input1, _ = fn.readers.file(file_root=image_dir, random_shuffle=True)
+            input2, _ = fn.readers.file(file_root=image_dir, random_shuffle=True)
+            im1, im2 = fn.decoders.image([input1, input2], device="mixed", output_type=types.RGB)
+            res1, res2 = fn.resize([im1, im2], device="gpu", resize_x=300, resize_y=300)
+            if kind == "python_function":
+                out1, out2 = fn.python_function(res1, res2, device="gpu", function=edit_images, num_outputs=2)
+                out3 = fn.python_function(res1, res2, device="gpu", function=mix_channels_kernel)
+                pipe.set_outputs(out1, out2, out3)
+            else:
+                out = fn.dl_tensor_python_function(res1, res2, device="gpu", function=mix_channels_wrapper,
+                                                   synchronize_stream=True, batch_processing=False)
+                pipe.set_outputs(out)
+        pipe.build()
+        outs = pipe.run()
+        results.append(outs[-1].as_cpu().at(0))
+        assert outs[0].as_cpu().at(0).shape == (300, 300, 3)
+    np.testing.assert_array_equal(results[0], results[1])  # "the same result as python_function"

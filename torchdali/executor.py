@@ -216,12 +216,19 @@ class _Failure:
         self.exc = exc
 
 
-def _halt_error(exc):
-    """What a run after a failure raises until reset()."""
-    if isinstance(exc, StopIteration):
-        return StopIteration()
-    return RuntimeError(f"the pipeline stopped at an earlier error ({type(exc).__name__}: {exc}); "
-                        "call reset() to continue")
+class _Halt:
+    """Why a runner stopped. Not the exception itself: its traceback holds the pipeline's
+    frames, and keeping it would make a cycle that delays closing the pipeline's workers."""
+
+    def __init__(self, exc):
+        self.stop = isinstance(exc, StopIteration)
+        self.text = f"{type(exc).__name__}: {exc}"
+
+    def error(self):
+        """What a run after the failure raises until reset()."""
+        if self.stop:
+            return StopIteration()
+        return RuntimeError(f"the pipeline stopped at an earlier error ({self.text}); call reset() to continue")
 
 
 class SyncRunner:
@@ -234,12 +241,12 @@ class SyncRunner:
 
     def schedule(self):
         if self.halt is not None:
-            self.ready.append(_Failure(_halt_error(self.halt)))
+            self.ready.append(_Failure(self.halt.error()))
             return
         try:
             it = self.ex.run_gpu_stage(self.ex.run_cpu_stage())
         except BaseException as e:  # StopIteration too: delivered in order by next()
-            self.halt = e
+            self.halt = _Halt(e)
             self.ready.append(_Failure(e))
             return
         self.ready.append(it)
@@ -308,8 +315,9 @@ class AsyncRunner:
             except BaseException as e:
                 item = _Failure(e)
                 with self.lock:
-                    self.halt = e
+                    self.halt = _Halt(e)
             self.cpu_done.put(item)
+            item = None  # a waiting thread must not keep a failure (and its traceback) alive
 
     def _gpu_loop(self):
         if self.ex.cuda_device is not None:
@@ -324,11 +332,12 @@ class AsyncRunner:
                 except BaseException as e:
                     item = _Failure(e)
                     with self.lock:
-                        self.halt = e
+                        self.halt = _Halt(e)
             with self.lock:
                 self.finished += 1
                 self.ready.append(item)
                 self.lock.notify_all()
+            item = None
 
     def next(self):
         with self.lock:
@@ -337,7 +346,7 @@ class AsyncRunner:
                     raise RuntimeError("outputs() called with no iteration scheduled; call schedule_run() first")
                 if self.halt is not None and self.finished == self.started:
                     self.delivered += 1
-                    return _Failure(_halt_error(self.halt))
+                    return _Failure(self.halt.error())
                 self.lock.wait()
             self.delivered += 1
             return self.ready.popleft()

@@ -8,8 +8,10 @@ import numpy as np
 import torch
 
 from . import _current
-from .executor import AsyncRunner, Executor, SyncRunner, _Failure, _halt_error
-from .graph import DataNode, call_operator
+from .executor import AsyncRunner, Executor, SyncRunner, _Failure, _Halt
+from .graph import DataNode, call_operator, topological_order
+from .operators.external_source import worker_spec
+from .workers import ParallelSource, WorkerPool
 from .tensor_list import TensorListGPU
 
 _CHECKPOINT_VERSION = 1
@@ -64,9 +66,18 @@ class Pipeline:
         self._enable_memory_stats = enable_memory_stats
         self._enable_checkpointing = bool(enable_checkpointing)
         self._checkpoint_to_restore = checkpoint
+        if py_start_method not in ("fork", "spawn"):
+            raise ValueError(f"Pipeline: py_start_method must be 'fork' or 'spawn', got {py_start_method!r}")
+        if py_callback_pickler is not None and py_start_method == "fork":
+            raise ValueError("Pipeline: py_callback_pickler applies to py_start_method='spawn' only "
+                             "(forked workers get the callbacks without pickling)")
+        if not isinstance(py_num_workers, int) or isinstance(py_num_workers, bool) or py_num_workers < 0:
+            raise ValueError(f"Pipeline: py_num_workers must be a non-negative int, got {py_num_workers!r}")
         self._py_num_workers = py_num_workers
         self._py_start_method = py_start_method
         self._py_callback_pickler = py_callback_pickler
+        self._py_pool = None
+        self._py_specs = {}
         self._output_dtype = output_dtype
         self._output_ndim = output_ndim
         self._outputs = None
@@ -227,8 +238,35 @@ class Pipeline:
             raise ValueError(f"Pipeline: num_threads must be a positive int, got {self._num_threads}")
 
     def start_py_workers(self):
-        """Start the Python worker processes of parallel external sources (none yet)."""
+        """Start the worker processes of the parallel external sources. With 'fork', call it on
+        every such pipeline before anything initialises CUDA; build() calls it otherwise.
+        With py_num_workers=0 parallel sources run in-process and nothing starts."""
         self._ensure_graph()
+        if self._py_pool is not None or self._py_num_workers == 0:
+            return
+        nodes = [n for n in topological_order(self._outputs, self._sinks)
+                 if n.schema.name == "external_source" and n.args.get("parallel")]
+        if not nodes:
+            return
+        self._py_specs = {n.id: worker_spec(n.args) for n in nodes}
+        self._py_pool = WorkerPool(self._py_specs, self._py_num_workers, self._py_start_method,
+                                   self._py_callback_pickler)
+
+    def _attach_py_workers(self):
+        for step in self._executor.steps:
+            spec = self._py_specs.get(step.node.id)
+            if spec is not None:
+                a = step.node.args
+                step.impl.worker = ParallelSource(self._py_pool, step.node.id, spec, self.max_batch_size,
+                                                  a["prefetch_queue_depth"], a["bytes_per_sample_hint"][0],
+                                                  step.node.name)
+
+    def external_source_shm_statistics(self):
+        """Shared memory used by the parallel external sources: `capacities` (bytes per slot)
+        and `per_sample_capacities` (a slot's bytes per sample of its task)."""
+        if self._py_pool is None:
+            return {"capacities": [], "per_sample_capacities": []}
+        return self._py_pool.statistics()
 
     def build(self, define_graph=None):
         """Check the graph and plan its execution (optional: run() builds on demand)."""
@@ -243,7 +281,9 @@ class Pipeline:
                                    "(or device_id=None only for CPU-only pipelines)")
             if not torch.cuda.is_available():
                 raise RuntimeError("the pipeline has GPU operators but CUDA is not available")
+        self.start_py_workers()  # before the executor touches CUDA
         self._executor = Executor(self, outputs, self._sinks)
+        self._attach_py_workers()
         if self._exec_async and self._exec_pipelined:
             self._runner = AsyncRunner(self._executor)
         else:
@@ -273,11 +313,16 @@ class Pipeline:
 
     def _next(self, cuda_stream):
         if self._stopped is not None and self._runner.undelivered() == 0:
-            raise _halt_error(self._stopped)  # as DALI: stopped until reset(), even with nothing scheduled
+            raise self._stopped.error()  # as DALI: stopped until reset(), even with nothing scheduled
         item = self._runner.next()
         if isinstance(item, _Failure):
-            self._stopped = item.exc
-            raise item.exc
+            exc = item.exc
+            self._stopped = _Halt(exc)
+            del item
+            try:
+                raise exc
+            finally:
+                del exc  # no cycle exception -> traceback -> this frame -> exception
         self._next_index = item.index + 1
         for message in item.ctx.messages:
             warnings.warn(message, stacklevel=3)
@@ -436,6 +481,8 @@ class Pipeline:
             runner.close()
         if getattr(self, "_executor", None) is not None:
             self._executor.shutdown()
+        if getattr(self, "_py_pool", None) is not None:
+            self._py_pool.close()
 
 
 def _flatten_outputs(outputs):

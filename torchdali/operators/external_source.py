@@ -2,13 +2,13 @@
 or batches given with `Pipeline.feed_input`)."""
 import collections
 import inspect
-import warnings
 
 import torch
 
 from .. import types
 from ..schema import ANY, BOOL, INT, Arg, register
 from ..tensor_list import TensorList, to_torch_samples
+from ..workers import SourceSpec
 from .base import Operator
 
 _CYCLE = (False, True, "quiet", "raise")
@@ -34,21 +34,58 @@ def _per_output(value, n, name):
     return [value] * n
 
 
+def resolve_batch(args):
+    return args["batch"] if args["batch"] is not None else not args["parallel"]
+
+
+def _is_callable_source(src):
+    return callable(src) and not inspect.isgeneratorfunction(src)
+
+
+def check_parallel(args):
+    """DALI's rules for parallel sources: a source is given; a callable takes exactly the
+    SampleInfo/BatchInfo/iteration argument; iterables only in batch mode."""
+    if not args["parallel"]:
+        return
+    src = args["source"]
+    if src is None:
+        raise ValueError("external_source: parallel=True needs a `source` (feed_input() data is not "
+                         "produced by workers)")
+    if _is_callable_source(src):
+        if not _accepts_argument(src):
+            raise TypeError("external_source: a parallel callable source must accept one argument: a "
+                            "SampleInfo (batch=False), or a BatchInfo or the iteration (batch=True)")
+    elif not resolve_batch(args):
+        raise TypeError("external_source: a parallel source that is an iterable or a generator function "
+                        "must run with batch=True and give whole batches")
+
+
+def worker_spec(args):
+    """What a worker process needs to run this source."""
+    check_parallel(args)
+    src = args["source"]
+    return SourceSpec(src, resolve_batch(args), args["batch_info"], args["num_outputs"], args["cycle"],
+                      iterable=not _is_callable_source(src))
+
+
 @register("external_source", devices=("cpu", "gpu"), outputs=_num_outputs, aliases=("ExternalSource",),
           positional_args=("source", "num_outputs"),
           args=[Arg("source", ANY, None, "Callable, iterable or generator function giving the data; "
                     "without it, data comes from Pipeline.feed_input()."),
                 Arg("num_outputs", INT, None, "Number of outputs; the source returns that many items."),
-                Arg("batch", BOOL, True, "The source gives whole batches (True) or single samples (False)."),
+                Arg("batch", BOOL, None, "The source gives whole batches (True) or single samples (False); "
+                    "default: True, or False when parallel=True."),
                 Arg("batch_info", BOOL, False, "A batch callable gets a BatchInfo instead of the iteration."),
                 Arg("cycle", ANY, False, "Restart an exhausted iterable: True/'quiet' silently, 'raise' "
                     "after raising StopIteration.", choices=_CYCLE),
                 Arg("dtype", ANY, None, "Expected data type(s); data of another type is an error."),
                 Arg("ndim", ANY, None, "Expected number(s) of dimensions of a sample."),
                 Arg("layout", ANY, None, "Layout(s) of the data, e.g. 'HWC'."),
-                Arg("parallel", BOOL, False, "Run the source in worker processes (not supported yet)."),
+                Arg("parallel", BOOL, False, "Run the source in the pipeline's py_num_workers worker "
+                    "processes (py_num_workers=0: in-process)."),
                 Arg("no_copy", BOOL, False, "Use the data without copying (torchdali never copies CPU data)."),
-                Arg("prefetch_queue_depth", INT, 1, "Batches prefetched by parallel sources."),
+                Arg("prefetch_queue_depth", INT, 1, "Batches computed ahead by parallel sources.",
+                    check=lambda v: None if v >= 1 else "must be at least 1"),
                 Arg("repeat_last", BOOL, False, "Without fed data, repeat the last batch."),
                 Arg("blocking", BOOL, False, "Wait for fed data (parallel sources)."),
                 Arg("use_copy_kernel", BOOL, False, "Accepted for compatibility."),
@@ -62,8 +99,8 @@ class ExternalSource(Operator):
         super().__init__(spec)
         a = spec.args
         self.source = a["source"]
-        if a["parallel"]:
-            warnings.warn("external_source: parallel=True is not supported yet; running in-process")
+        check_parallel(a)
+        self.worker = None  # a ParallelSource once the pipeline's worker pool is attached
         n = spec.num_outputs
         self.n = n
         self.multi = a["num_outputs"] is not None
@@ -74,7 +111,7 @@ class ExternalSource(Operator):
         for nd, lay in zip(self.ndims, self.layouts):
             if nd is not None and lay and len(lay) != nd:
                 raise ValueError(f"external_source: layout '{lay}' does not have ndim={nd} dimensions")
-        self.batch = a["batch"]
+        self.batch = resolve_batch(a)
         self.cycle = a["cycle"]
         if self.cycle and (callable(self.source) and not inspect.isgeneratorfunction(self.source)):
             raise ValueError("external_source: `cycle` applies to iterables and generator functions, "
@@ -157,7 +194,11 @@ class ExternalSource(Operator):
         return tuple(converted)
 
     def run(self, inputs, args, ctx):
-        data = self._produce(self.spec.max_batch_size)
+        if self.worker is not None:
+            outputs = self.worker.receive(self.iteration, self.epoch)
+            data = outputs if self.multi else outputs[0]
+        else:
+            data = self._produce(self.spec.max_batch_size)
         if not (isinstance(data, tuple) and data and isinstance(data[0], _Converted)):
             if self.multi:
                 if not isinstance(data, (list, tuple)) or len(data) != self.n:
@@ -198,6 +239,8 @@ class ExternalSource(Operator):
         return result
 
     def reset(self):
+        if self.worker is not None:
+            self.worker.discard()
         self.iterator = None
         self.iteration = 0
         self.epoch += 1
@@ -207,6 +250,8 @@ class ExternalSource(Operator):
         return {"iteration": self.iteration, "epoch": self.epoch}
 
     def load_state_dict(self, state):
+        if self.worker is not None:
+            self.worker.discard()
         self.iteration = state["iteration"]
         self.epoch = state["epoch"]
 

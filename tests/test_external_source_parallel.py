@@ -1,0 +1,401 @@
+"""Parallel external_source: worker processes give exactly the non-parallel run's batches;
+errors, dead workers and CUDA-before-fork give clear errors; nothing leaks."""
+import ctypes
+import gc
+import multiprocessing
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import torchdali
+from torchdali import fn, pipeline_def, types
+from torchdali.pickling import dumps, loads, pickle_by_value
+
+from conftest import dali_or_skip
+
+BATCH = 5
+
+
+def shm_entries():
+    return {n for n in os.listdir("/dev/shm") if n.startswith(f"torchdali-{os.getpid()}-")}
+
+
+def child_pids():
+    """Live children of this process, from /proc (no psutil); not multiprocessing's own
+    resource tracker, which 'spawn' starts once for the whole session."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    cmdline = f.read()
+            except OSError:
+                continue
+            if int(fields[1]) == os.getpid() and fields[0] != "Z" and b"resource_tracker" not in cmdline:
+                pids.append(int(d))
+    return pids
+
+
+@pytest.fixture(autouse=True)
+def no_leaks():
+    before = set(child_pids())
+    yield
+    gc.collect()
+    deadline = time.time() + 5
+    while set(child_pids()) - before and time.time() < deadline:
+        time.sleep(0.05)
+    assert not set(child_pids()) - before, "worker processes left behind"
+    assert not multiprocessing.active_children()
+    assert not shm_entries(), "shared-memory slots left behind"
+
+
+def sample_source(info):
+    if info.iteration >= 3:
+        raise StopIteration
+    shape = (info.idx_in_batch + 1, 2)
+    return (np.full(shape, info.idx_in_epoch, np.float32),
+            np.array([info.idx_in_batch, info.iteration, info.epoch_idx], np.int64))
+
+
+def batch_source(info):
+    if info.iteration >= 2:
+        raise StopIteration
+    return np.full((BATCH, 3), info.iteration * 10 + info.epoch_idx, np.uint8)
+
+
+def make(source, parallel, workers=3, method="fork", pickler=None, **kwargs):
+    @pipeline_def(batch_size=BATCH, num_threads=1, device_id=None, py_num_workers=workers,
+                  py_start_method=method, py_callback_pickler=pickler, seed=1)
+    def pipe():
+        return fn.external_source(source, parallel=parallel, **kwargs)
+
+    return pipe()
+
+
+def epochs(pipe, n=2):
+    """All batches of n epochs, as lists of NumPy arrays per output."""
+    out = []
+    for _ in range(n):
+        while True:
+            try:
+                batches = pipe.run()
+            except StopIteration:
+                pipe.reset()
+                break
+            out.append([[np.asarray(b.at(i)) for i in range(len(b))] for b in batches])
+    return out
+
+
+def assert_same(a, b):
+    assert len(a) == len(b) and a
+    for x, y in zip(a, b):
+        for ox, oy in zip(x, y):
+            assert len(ox) == len(oy)
+            for sx, sy in zip(ox, oy):
+                assert sx.dtype == sy.dtype
+                np.testing.assert_array_equal(sx, sy)
+
+
+CASES = {
+    "per_sample": (sample_source, dict(num_outputs=2, batch=False)),
+    "per_sample_default_batch": (sample_source, dict(num_outputs=2)),
+    "batch_info": (batch_source, dict(batch=True, batch_info=True)),
+    "batch_iteration": (lambda i: batch_source(types.BatchInfo(i, 0)), dict(batch=True)),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("depth", [1, 3])
+def test_parallel_equals_in_process(case, depth):
+    source, kwargs = CASES[case]
+    expected = epochs(make(source, False, batch=kwargs.get("batch", False),
+                           **{k: v for k, v in kwargs.items() if k != "batch"}))
+    got = epochs(make(source, True, prefetch_queue_depth=depth, **kwargs))
+    assert_same(got, expected)
+    assert len(got) == (6 if "per_sample" in case else 4)
+
+
+def test_generator_function_runs_in_a_worker_and_restarts_each_epoch():
+    def gen():
+        for k in range(3):
+            yield [np.int32([k, os.getpid()])] * BATCH
+
+    pipe = make(gen, True, batch=True)
+    got = epochs(pipe)
+    assert [b[0][0][0] for b in got] == [0, 1, 2] * 2
+    assert got[0][0][0][1] != os.getpid()
+
+
+def test_py_num_workers_zero_runs_in_process():
+    def src(info):
+        return np.int32([os.getpid(), info.idx_in_epoch])
+
+    pipe = make(src, True, workers=0)
+    (out,) = pipe.run()
+    assert out.as_torch()[:, 0].tolist() == [os.getpid()] * BATCH
+    assert pipe.external_source_shm_statistics() == {"capacities": [], "per_sample_capacities": []}
+
+
+def test_samples_come_from_workers_through_shared_memory():
+    def src(info):
+        return np.full((1000,), os.getpid(), np.int64)
+
+    pipe = make(src, True, workers=2, bytes_per_sample_hint=4096)
+    (out,) = pipe.run()
+    pids = set(out.as_torch()[:, 0].tolist())
+    assert os.getpid() not in pids and 1 <= len(pids) <= 2
+    stats = pipe.external_source_shm_statistics()
+    assert stats["capacities"] and all(c >= 8000 for c in stats["capacities"])
+    assert all(p >= 4096 for p in stats["per_sample_capacities"])
+    assert out.is_dense_tensor()
+
+
+def test_seed_000_fork_two_pipelines_start_py_workers(tmp_path):
+    images = tmp_path / "images"
+    images.mkdir()
+    from torchdali.sample_data import write_sample_dataset
+    root = write_sample_dataset(str(images / "src"), num_images=10, num_classes=2, min_size=32, max_size=48)
+    files = sorted(os.path.relpath(os.path.join(d, f), images) for d, _, fs in os.walk(root) for f in fs
+                   if f.endswith(".jpg"))
+    (images / "file_list.txt").write_text("".join(f"{f} {k % 2}\n" for k, f in enumerate(files)))
+    batch_size = 4
+
+    class ExternalInputCallable:
+        def __init__(self, batch_size):
+            self.images_dir = str(images) + "/"
+            self.batch_size = batch_size
+            with open(self.images_dir + "file_list.txt", "r") as f:
+                file_label = [line.rstrip().split(" ") for line in f if line != ""]
+            self.files, self.labels = zip(*file_label)
+            self.full_iterations = len(self.files) // batch_size
+
+        def __call__(self, sample_info):
+            sample_idx = sample_info.idx_in_epoch
+            if sample_info.iteration >= self.full_iterations:
+                raise StopIteration()
+            jpeg_filename = self.files[sample_idx]
+            label = np.int32([self.labels[sample_idx]])
+            with open(self.images_dir + jpeg_filename, "rb") as f:
+                encoded_img = np.frombuffer(f.read(), dtype=np.uint8)
+            return encoded_img, label
+
+    @pipeline_def(batch_size=batch_size, num_threads=2, device_id=None, py_num_workers=4)
+    def training_pipeline():
+        jpegs, labels = fn.external_source(source=ExternalInputCallable(batch_size), num_outputs=2,
+                                           batch=False, parallel=True, dtype=[types.UINT8, types.INT32])
+        decode = fn.decoders.image(jpegs, device="cpu")
+        contrast = fn.random.uniform(range=(1, 3.0))
+        return fn.brightness_contrast(decode, contrast=contrast), labels
+
+    @pipeline_def(batch_size=batch_size, num_threads=2, device_id=None, py_num_workers=4)
+    def validation_pipeline():
+        jpegs, labels = fn.external_source(source=ExternalInputCallable(batch_size), num_outputs=2,
+                                           batch=False, parallel=True, dtype=[types.UINT8, types.INT32])
+        decode = fn.decoders.image(jpegs, device="cpu")
+        return fn.brightness_contrast(decode, contrast=1.5), labels
+
+    train_pipe = training_pipeline()
+    val_pipe = validation_pipeline()
+    pipelines = [train_pipe, val_pipe]
+    for pipe in pipelines:
+        pipe.start_py_workers()
+    for pipe in pipelines:
+        pipe.build()
+    train_out = train_pipe.run()
+    val_out = val_pipe.run()
+    assert len(train_out[0]) == len(val_out[0]) == batch_size
+    assert val_out[1].as_torch().reshape(-1).tolist() == [0, 1, 0, 1]
+    train_pipe.run()
+    with pytest.raises(StopIteration):  # 10 files: two full batches
+        train_pipe.run()
+
+
+class RecordingPickler:
+    """A py_callback_pickler given as a tuple with kwargs: the dumps kwargs must reach it."""
+
+    calls = []
+
+    @staticmethod
+    def dumps(obj, **kwargs):
+        RecordingPickler.calls.append(kwargs)
+        return dumps(obj, **kwargs)
+
+    @staticmethod
+    def loads(data, **kwargs):
+        return loads(data, **kwargs)
+
+
+@pytest.mark.parametrize("pickler", [None, (RecordingPickler, {"protocol": 4}, {})], ids=["default", "tuple"])
+def test_spawn_with_a_local_function_pickled_by_value(pickler):
+    offset = 7
+
+    def src(info):
+        return np.int32([info.idx_in_epoch + offset])
+
+    RecordingPickler.calls.clear()
+    pipe = make(src, True, workers=2 if pickler is None else 1, method="spawn", pickler=pickler)
+    (out,) = pipe.run()
+    assert out.as_torch().reshape(-1).tolist() == [7, 8, 9, 10, 11]
+    assert RecordingPickler.calls == ([] if pickler is None else [{"protocol": 4}])
+
+
+def test_bad_callback_pickler():
+    with pytest.raises(ValueError, match="spawn"):
+        torchdali.Pipeline(batch_size=1, py_callback_pickler=RecordingPickler)
+    with pytest.raises(ValueError, match="py_callback_pickler"):
+        make(lambda info: 0, True, method="spawn", pickler=42).build()
+
+
+def test_pickle_by_value_function_and_module():
+    def local(x):
+        return helper(x) * 2
+
+    restored = loads(dumps(local))
+    assert restored(3) == 8 and restored is not local
+    assert loads(dumps(lambda: 5))() == 5
+    pickle_by_value(helper)
+    assert loads(dumps(helper)) is not helper and loads(dumps(helper))(1) == 2
+    with pytest.raises(TypeError, match="only functions and modules"):
+        pickle_by_value(3)
+
+
+def helper(x):
+    return x + 1
+
+
+# --- faults ---
+def raising_source(info):
+    if info.idx_in_epoch == 7:
+        raise ValueError("bad sample seven")
+    return np.int32([info.idx_in_epoch])
+
+
+def test_source_error_names_the_sample_with_its_traceback_and_reset_recovers():
+    pipe = make(raising_source, True)
+    pipe.run()
+    with pytest.raises(RuntimeError) as info:
+        pipe.run()
+    text = str(info.value)
+    assert "ValueError: bad sample seven" in text and "sample 7" in text
+    assert "raising_source" in text and "Traceback" in text
+    assert isinstance(info.value.__cause__, ValueError)
+    del info
+    pipe.reset()
+    (out,) = pipe.run()
+    assert out.as_torch().reshape(-1).tolist() == [0, 1, 2, 3, 4]
+
+
+def die_by_sigkill(info):
+    if info.iteration == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return np.int32([0])
+
+
+def die_by_segfault(info):
+    if info.iteration == 1:
+        ctypes.string_at(0)
+    return np.int32([0])
+
+
+def die_by_abort(info):
+    if info.iteration == 1:
+        os.abort()
+    return np.int32([0])
+
+
+@pytest.mark.parametrize("source,cause", [(die_by_sigkill, "SIGKILL"), (die_by_segfault, "SIGSEGV"),
+                                          (die_by_abort, "SIGABRT")])
+def test_dead_worker_is_an_error_naming_it_never_a_hang(source, cause):
+    pipe = make(source, True, workers=2)
+    pipe.run()
+    start = time.time()
+    with pytest.raises(RuntimeError, match=rf"Python worker \d \(pid \d+\) was killed by {cause}"):
+        pipe.run()
+    assert time.time() - start < 5
+    with pytest.raises(RuntimeError, match="worker"):
+        pipe.run()
+    del pipe
+
+
+def out_of_memory(info):
+    if info.iteration == 1:
+        np.empty(1 << 50, np.uint8)  # a MemoryError, as an over-committed allocation gives
+    return np.int32([0])
+
+
+def test_memory_error_in_a_worker_reaches_the_caller():
+    pipe = make(out_of_memory, True, workers=2)
+    pipe.run()
+    with pytest.raises(RuntimeError, match="MemoryError") as info:
+        pipe.run()
+    assert isinstance(info.value.__cause__, MemoryError)
+
+
+def test_worker_killed_from_outside_then_pipeline_deleted():
+    def slow(info):
+        time.sleep(0.05)
+        return np.int32([0])
+
+    pipe = make(slow, True, workers=2)
+    pipe.run()
+    for p in multiprocessing.active_children():
+        os.kill(p.pid, signal.SIGKILL)
+    with pytest.raises(RuntimeError, match="was killed by SIGKILL"):
+        for _ in range(5):
+            pipe.run()
+    del pipe
+
+
+def test_fork_after_cuda_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    pipe = make(sample_source, True, num_outputs=2)
+    with pytest.raises(RuntimeError, match="start_py_workers.*spawn"):
+        pipe.start_py_workers()
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    (dict(dtype=types.INT32), TypeError, "FLOAT, but dtype=.*INT32"),
+    (dict(ndim=2), ValueError, "ndim=2"),
+])
+def test_wrong_dtype_or_ndim_is_a_clear_error(kwargs, error, match):
+    pipe = make(lambda info: np.float32([1.0]), True, **kwargs)
+    with pytest.raises(error, match=match):
+        pipe.run()
+
+
+@pytest.mark.parametrize("source,kwargs,match", [
+    (lambda: np.int32([1]), dict(batch=True), "must accept one argument"),
+    ([np.int32([1])], dict(batch=False), "batch=True"),
+    (None, dict(), "needs a `source`"),
+])
+def test_bad_parallel_sources(source, kwargs, match):
+    pipe = make(source, True, **kwargs)
+    with pytest.raises((TypeError, ValueError), match=match):
+        pipe.build()
+
+
+def test_non_array_sample_is_a_clear_error():
+    pipe = make(lambda info: "text", True)
+    with pytest.raises(RuntimeError, match="not a numeric array"):
+        pipe.run()
+
+
+def test_against_dali_parallel_external_source():
+    dali = dali_or_skip()
+
+    def run(lib):
+        @lib.pipeline_def(batch_size=BATCH, num_threads=1, device_id=None, py_num_workers=2)
+        def pipe():
+            a, b = lib.fn.external_source(sample_source, num_outputs=2, batch=False, parallel=True)
+            return a, b
+
+        return epochs(pipe())
+
+    assert_same(run(torchdali), run(dali))
