@@ -157,6 +157,34 @@ C10_HOST_DEVICE inline float for_taps(const Axis& a, int64_t x, Tap&& tap) {
   return sum;
 }
 
+// A range [lo, hi) of source indices.
+struct Range {
+  int64_t lo, hi;
+};
+
+// The source indices that outputs a..b of axis `ax` read (taps move monotonically with the
+// output coordinate, up or, for a flipped ROI, down, so the ends bound the range).
+C10_HOST_DEVICE inline Range tap_range(const Axis& ax, int64_t a, int64_t b) {
+  int64_t first, last, span = 1;
+  if (ax.filter.table == kNearest) {
+    first = nearest(ax, a);
+    last = nearest(ax, b);
+  } else {
+    float f0;
+    first = first_tap(ax, a, &f0);
+    last = first_tap(ax, b, &f0);
+    span = ax.filter.support;
+  }
+  if (first > last) {
+    const int64_t t = first;
+    first = last;
+    last = t;
+  }
+  const int64_t end = last + span;
+  return {first < 0 ? 0 : (first >= ax.in_size ? ax.in_size - 1 : first),
+          end > ax.in_size ? ax.in_size : (end < 1 ? 1 : end)};
+}
+
 inline bool is_allowed(at::ScalarType t) {
   return t == at::kByte || t == at::kHalf || t == at::kFloat;
 }
@@ -259,15 +287,9 @@ inline Args prepare(const at::TensorList& images, at::IntArrayRef out_sizes,
     const double cost_h = 3.0 * in_sz[0] * ow + double(in_sz[0]) * ow * sh + double(oh) * ow * sv;
     p.vert_first = cost_v < cost_h;
     const Axis& second = p.axis[p.vert_first ? 1 : 0];
-    p.lo = second.in_size;
-    p.hi = 0;
-    // Tap positions move monotonically with the output coordinate (up, or down for a
-    // flipped ROI), so the first and last outputs bound the source range.
-    for (int64_t x : {int64_t(0), second.out_size - 1})
-      for_taps(second, x, [&](int64_t s, float) {
-        p.lo = std::min(p.lo, s);
-        p.hi = std::max(p.hi, s + 1);
-      });
+    const Range range = tap_range(second, 0, second.out_size - 1);
+    p.lo = range.lo;
+    p.hi = range.hi;
     if (second.filter.table == kNearest) {  // the CPU steps NN rows by accumulation: +-1
       p.lo = std::max<int64_t>(0, p.lo - 1);
       p.hi = std::min(second.in_size, p.hi + 1);

@@ -177,6 +177,27 @@ def test_cuda_matches_cpu(interp):
         assert diff.max() <= 1 and diff.mean() < 0.05
 
 
+# The CUDA kernel resamples output tiles in shared memory, its tile size planned from the
+# batch's steepest downscale, and falls back to two passes when no tile fits.
+TILE_CASES = {
+    "five_channels": ([(37, 45), (64, 3)], [(19, 90), (8, 8)], 5, torch.uint8, LINEAR),
+    "float16_cubic": ([(301, 257)], [(97, 200)], 3, torch.float16, CUBIC),
+    "steep_tiles": ([(600, 700), (90, 80)], [(60, 40), (200, 200)], 3, torch.uint8, LINEAR),
+    "two_pass_fallback": ([(1200, 1600), (30, 41)], [(4, 3), (7, 9)], 3, torch.uint8, LANCZOS3),
+    "gray_nn_up": ([(5, 6)], [(300, 410)], 1, torch.float32, NN),
+}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("case", TILE_CASES.values(), ids=TILE_CASES.keys())
+def test_cuda_tiles_and_two_pass_match_the_reference(case):
+    sizes, out_sizes, channels, dtype, interp = case
+    images = random_images(sizes, channels, dtype, "cuda", seed=3)
+    rois = torch.zeros(len(sizes), 4)
+    outs = resize(images, out_sizes, rois, interp, True, torch.float32)
+    assert_matches(outs, reference(images, out_sizes, rois, interp, True), torch.float32, interp)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_opcheck(device):
     images = random_images(SIZES, 3, torch.uint8, device)

@@ -1,12 +1,17 @@
-// CUDA kernel of torchdali::resize: two launches per batch (first pass, second pass), each
-// over every sample; per-sample descriptors go up in one asynchronous copy, and filter
-// weights are computed on the fly, so a call never waits for the GPU.
+// CUDA kernel of torchdali::resize. Normally one launch per batch: each block resamples an
+// output tile of one sample entirely in shared memory (the source patch it reads, the
+// horizontally resampled rows, the per-tile filter weights), so the image is read once and
+// nothing but the output is written. Downscales too steep for a tile's patch to fit in shared
+// memory take two launches (first pass, second pass) through a float intermediate. Per-sample
+// descriptors go up in one asynchronous copy and filter weights are computed on the device,
+// so a call never waits for the GPU.
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "../resize.h"
@@ -16,6 +21,223 @@ namespace torchdali {
 namespace {
 
 using resize::Axis;
+
+// ---- One pass: an output tile per block, resampled in shared memory ----
+
+// One unit (an HWC image or a channel plane) of the tiled kernel.
+struct TileDesc {
+  const void* src;
+  void* dst;
+  Axis axis[2];  // rows, columns
+};
+
+// The launch-wide tile geometry; shared memory holds, in this order: column taps (source
+// index within the patch, weight) for tile_w outputs, row taps for tile_h outputs, the
+// horizontally resampled rows (float, patch_rows x tile_w x C) and the source patch
+// (patch_rows x patch_cols x C of the input type).
+struct TileShape {
+  int tile_w = 32, tile_h = 32;
+  int taps_x = 1, taps_y = 1;  // most taps per output coordinate in the batch
+  int patch_rows = 0, patch_cols = 0;
+  int64_t bytes = 0;  // of shared memory
+
+  C10_HOST_DEVICE int64_t mid_at() const { return 8 * (int64_t(tile_w) * taps_x + int64_t(tile_h) * taps_y); }
+  C10_HOST_DEVICE int64_t patch_at(int C) const {
+    return (mid_at() + 4 * int64_t(patch_rows) * tile_w * C + 15) / 16 * 16;
+  }
+};
+
+// Normalized taps of outputs [o0, o0 + count) of `ax`, as indices relative to source index
+// `base` and weights; `stride` entries per output (unused ones weigh 0).
+__device__ void tile_taps(const Axis& ax, int64_t o0, int count, int64_t base, int stride,
+                          int* idx, float* w) {
+  for (int t = threadIdx.x; t < count; t += blockDim.x) {
+    int* ti = idx + t * stride;
+    float* tw = w + t * stride;
+    int k = 0;
+    const float sum = resize::for_taps(ax, o0 + t, [&](int64_t s, float c) {
+      ti[k] = static_cast<int>(s - base);
+      tw[k++] = c;
+    });
+    const float norm = sum != 0.f ? 1.f / sum : 1.f;
+    for (int j = 0; j < k; ++j) tw[j] *= norm;
+    for (; k < stride; ++k) {
+      ti[k] = 0;
+      tw[k] = 0.f;
+    }
+  }
+}
+
+// Copies rows [r0, r0 + rows) x elements [e0, e0 + seg) of `src` (row pitch `pitch`) to the
+// patch; bytes go in aligned 32-bit words (a word that holds a byte of the row lies inside
+// the row's allocation), wider types one element per thread.
+template <typename S>
+__device__ void load_patch(const S* src, int64_t pitch, int64_t r0, int rows, int64_t e0,
+                           int seg, S* patch) {
+  if constexpr (sizeof(S) == 1) {
+    const int words = (seg + 3) / 4 + 1;
+    for (int j = threadIdx.x; j < rows * words; j += blockDim.x) {
+      const int r = j / words, wi = j - r * words;
+      const uintptr_t at = reinterpret_cast<uintptr_t>(src + (r0 + r) * pitch + e0);
+      const int mis = static_cast<int>(at & 3);
+      const int e = wi * 4 - mis;  // element of the word's first byte
+      if (e >= seg) continue;
+      const uint32_t v = *reinterpret_cast<const uint32_t*>(at - mis + 4 * wi);
+      S* out = patch + r * seg;
+      for (int b = 0; b < 4; ++b)
+        if (e + b >= 0 && e + b < seg) out[e + b] = static_cast<S>((v >> (8 * b)) & 0xff);
+    }
+  } else {
+    for (int j = threadIdx.x; j < rows * seg; j += blockDim.x) {
+      const int r = j / seg, e = j - r * seg;
+      patch[j] = src[(r0 + r) * pitch + e0 + e];
+    }
+  }
+}
+
+// kC: the channels when known at compile time (1, 3), else 0 and `channels` at run time.
+template <typename S, typename D, int kC>
+__global__ void __launch_bounds__(256) tile_kernel(const TileDesc* __restrict__ descs, int64_t n,
+                                                   TileShape shape, int channels) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int C = kC ? kC : channels;
+  const int TW = shape.tile_w, TH = shape.tile_h;
+  int* ix = reinterpret_cast<int*>(smem);
+  float* wx = reinterpret_cast<float*>(ix + TW * shape.taps_x);
+  int* iy = reinterpret_cast<int*>(wx + TW * shape.taps_x);
+  float* wy = reinterpret_cast<float*>(iy + TH * shape.taps_y);
+  float* mid = reinterpret_cast<float*>(smem + shape.mid_at());
+  S* patch = reinterpret_cast<S*>(smem + shape.patch_at(C));
+  for (int64_t i = blockIdx.z; i < n; i += gridDim.z) {
+    const TileDesc& d = descs[i];
+    const Axis &ay = d.axis[0], &ax = d.axis[1];
+    const int64_t x0 = int64_t(blockIdx.x) * TW, y0 = int64_t(blockIdx.y) * TH;
+    if (x0 >= ax.out_size || y0 >= ay.out_size) continue;  // the same for the whole block
+    const int tw = static_cast<int>(ax.out_size - x0 < TW ? ax.out_size - x0 : TW);
+    const int th = static_cast<int>(ay.out_size - y0 < TH ? ay.out_size - y0 : TH);
+    const resize::Range cols = resize::tap_range(ax, x0, x0 + tw - 1);
+    const resize::Range rows_in = resize::tap_range(ay, y0, y0 + th - 1);
+    const int64_t c0 = cols.lo, r0 = rows_in.lo;
+    const int rows = static_cast<int>(rows_in.hi - r0), seg = static_cast<int>(cols.hi - c0) * C;
+    tile_taps(ax, x0, tw, c0, shape.taps_x, ix, wx);
+    tile_taps(ay, y0, th, r0, shape.taps_y, iy, wy);
+    load_patch(static_cast<const S*>(d.src), ax.in_size * C, r0, rows, c0 * C, seg, patch);
+    __syncthreads();
+    // Horizontal: every patch row to tw output columns.
+    const int kx = ax.filter.table == resize::kNearest ? 1 : ax.filter.support;
+    for (int j = threadIdx.x; j < rows * tw; j += blockDim.x) {
+      const int r = j / tw, x = j - r * tw;
+      const S* row = patch + r * seg;
+      float* out = mid + (r * TW + x) * C;
+      const int* taps = ix + x * shape.taps_x;
+      const float* weights = wx + x * shape.taps_x;
+      if constexpr (kC > 0) {
+        float acc[kC] = {};
+        for (int k = 0; k < kx; ++k) {
+          const S* px = row + taps[k] * kC;
+#pragma unroll
+          for (int c = 0; c < kC; ++c) acc[c] += weights[k] * static_cast<float>(px[c]);
+        }
+#pragma unroll
+        for (int c = 0; c < kC; ++c) out[c] = acc[c];
+      } else {
+        for (int c = 0; c < C; ++c) {
+          float acc = 0.f;
+          for (int k = 0; k < kx; ++k) acc += weights[k] * static_cast<float>(row[taps[k] * C + c]);
+          out[c] = acc;
+        }
+      }
+    }
+    __syncthreads();
+    // Vertical: th x (tw x C) outputs; consecutive threads write consecutive elements.
+    const int ky = ay.filter.table == resize::kNearest ? 1 : ay.filter.support;
+    const int row_elems = tw * C;
+    D* dst = static_cast<D*>(d.dst) + (y0 * ax.out_size + x0) * C;
+    for (int j = threadIdx.x; j < th * row_elems; j += blockDim.x) {
+      const int y = j / row_elems, e = j - y * row_elems;
+      float acc = 0.f;
+      for (int k = 0; k < ky; ++k)
+        acc += wy[y * shape.taps_y + k] * mid[iy[y * shape.taps_y + k] * TW * C + e];
+      dst[y * ax.out_size * C + e] = cmn::convert_sat<D>(acc);
+    }
+    __syncthreads();
+  }
+}
+
+// Most source elements a tile of `tile` outputs reads along `ax` (see resize::tap_range).
+int64_t patch_extent(const Axis& ax, int tile) {
+  const int64_t span = ax.filter.table == resize::kNearest ? 1 : ax.filter.support;
+  const int64_t reach = static_cast<int64_t>(std::floor((tile - 1) * std::fabs(ax.scale)));
+  return std::min<int64_t>(ax.in_size, reach + span + 2);
+}
+
+// The largest tile whose shared memory fits `limit` bytes, or tile_w = 0 when none does.
+TileShape plan_tiles(const resize::Args& a, int64_t in_size, int64_t limit) {
+  static constexpr int kTiles[][2] = {{32, 32}, {32, 16}, {32, 8}, {16, 8}, {8, 8}};
+  const int C = static_cast<int>(a.channels);
+  for (const auto& t : kTiles) {
+    TileShape s;
+    s.tile_w = t[0];
+    s.tile_h = t[1];
+    for (const resize::Plan& p : a.plans) {
+      s.taps_y = std::max(s.taps_y, p.axis[0].filter.support);
+      s.taps_x = std::max(s.taps_x, p.axis[1].filter.support);
+      s.patch_rows = static_cast<int>(std::max<int64_t>(s.patch_rows, patch_extent(p.axis[0], s.tile_h)));
+      s.patch_cols = static_cast<int>(std::max<int64_t>(s.patch_cols, patch_extent(p.axis[1], s.tile_w)));
+    }
+    s.bytes = s.patch_at(C) + int64_t(s.patch_rows) * s.patch_cols * C * in_size;
+    if (s.bytes <= limit) return s;
+  }
+  return TileShape{0};
+}
+
+template <typename S, typename D, int kC>
+void launch_tiles(const resize::Args& a, const TileShape& shape, cudaStream_t stream) {
+  std::vector<TileDesc> host;
+  int64_t max_r = 1, max_c = 1;
+  for (int64_t i = 0; i < a.n; ++i) {
+    const resize::Plan& p = a.plans[i];
+    host.push_back({a.images[i].const_data_ptr(), a.outs[i].data_ptr(), {p.axis[0], p.axis[1]}});
+    max_r = std::max(max_r, p.axis[0].out_size);
+    max_c = std::max(max_c, p.axis[1].out_size);
+  }
+  std::vector<const void*> unused;
+  at::Tensor dev = upload(host, {}, a.images[0].device(), unused);
+  auto kernel = tile_kernel<S, D, kC>;
+  if (shape.bytes > 48 * 1024)
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(shape.bytes)));
+  const dim3 grid(static_cast<unsigned>((max_c + shape.tile_w - 1) / shape.tile_w),
+                  grid_dim(max_r, shape.tile_h), grid_dim(a.n, 1));
+  kernel<<<grid, 256, shape.bytes, stream>>>(reinterpret_cast<const TileDesc*>(dev.const_data_ptr()),
+                                             a.n, shape, static_cast<int>(a.channels));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// Whole-batch launch of the tiled kernel, or false when no tile fits in shared memory.
+bool resize_tiles(const resize::Args& a, at::ScalarType out_dtype, cudaStream_t stream) {
+  int optin = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                        a.images[0].device().index()));
+  const int64_t in_size = a.images[0].element_size();
+  // Tiles up to 48 KiB leave room for several blocks per multiprocessor; more only if needed.
+  TileShape shape = plan_tiles(a, in_size, 48 * 1024);
+  if (shape.tile_w == 0) shape = plan_tiles(a, in_size, optin);
+  if (shape.tile_w == 0) return false;
+  resize::dispatch(a.images[0].scalar_type(), out_dtype, [&](auto in_tag, auto out_tag) {
+    using S = decltype(in_tag);
+    using D = decltype(out_tag);
+    if (a.channels == 3)
+      launch_tiles<S, D, 3>(a, shape, stream);
+    else if (a.channels == 1)
+      launch_tiles<S, D, 1>(a, shape, stream);
+    else
+      launch_tiles<S, D, 0>(a, shape, stream);
+  });
+  return true;
+}
+
+// ---- Two passes through a float intermediate (steep downscales) ----
 
 // One 1D pass of one sample: dst (rows x cols x C) from src (src_rows x src_cols x C).
 // Horizontal: taps over src columns, dst row r reads src row r + offset; vertical: taps over
@@ -96,15 +318,8 @@ void launch(const std::vector<PassDesc>& host, const at::Device& device, int64_t
   });
 }
 
-resize::Args resize_cuda_run(at::TensorList images, at::IntArrayRef out_sizes,
-                             const at::Tensor& rois, const at::Tensor& interp, bool antialias,
-                             at::ScalarType out_dtype, bool chw, bool dense) {
-  TORCH_CHECK_VALUE(!images.empty(), "resize: `images` must hold an image");
-  const c10::cuda::CUDAGuard guard(images[0].device());
-  resize::Args a =
-      resize::prepare(images, out_sizes, rois, interp, antialias, out_dtype, chw, dense);
+void resize_two_pass(const resize::Args& a, at::ScalarType out_dtype, cudaStream_t stream) {
   const at::Device device = a.images[0].device();
-  TORCH_CHECK_VALUE(device.is_cuda(), "resize: CUDA kernel got `images` on ", device);
   const int64_t C = a.channels;
   // The intermediates of all samples in one float buffer (one allocation per batch).
   std::vector<int64_t> tmp_at(a.n + 1, 0);
@@ -134,11 +349,23 @@ resize::Args resize_cuda_run(at::TensorList images, at::IntArrayRef out_sizes,
       second.push_back({t, a.outs[i].data_ptr(), ow, oh, ow, p.lo, 0, p.axis[0], false});
     }
   }
-  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   resize::dispatch(a.images[0].scalar_type(), out_dtype, [&](auto in_tag, auto out_tag) {
     launch<decltype(in_tag), float>(first, device, C, stream);
     launch<float, decltype(out_tag)>(second, device, C, stream);
   });
+}
+
+resize::Args resize_cuda_run(at::TensorList images, at::IntArrayRef out_sizes,
+                             const at::Tensor& rois, const at::Tensor& interp, bool antialias,
+                             at::ScalarType out_dtype, bool chw, bool dense) {
+  TORCH_CHECK_VALUE(!images.empty(), "resize: `images` must hold an image");
+  const c10::cuda::CUDAGuard guard(images[0].device());
+  resize::Args a =
+      resize::prepare(images, out_sizes, rois, interp, antialias, out_dtype, chw, dense);
+  TORCH_CHECK_VALUE(a.images[0].is_cuda(), "resize: CUDA kernel got `images` on ",
+                    a.images[0].device());
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  if (!resize_tiles(a, out_dtype, stream)) resize_two_pass(a, out_dtype, stream);
   return a;
 }
 
