@@ -47,16 +47,16 @@ struct TileShape {
   }
 };
 
-// Normalized taps of outputs [o0, o0 + count) of `ax`, as indices relative to source index
-// `base` and weights; `stride` entries per output (unused ones weigh 0).
-__device__ void tile_taps(const Axis& ax, int64_t o0, int count, int64_t base, int stride,
-                          int* idx, float* w) {
+// Normalized taps of outputs [o0, o0 + count) of `ax`: offsets (source index - base) * pitch
+// and weights, `stride` entries per output (unused ones weigh 0).
+__device__ void tile_taps(const Axis& ax, int64_t o0, int count, int64_t base, int pitch,
+                          int stride, int* idx, float* w) {
   for (int t = threadIdx.x; t < count; t += blockDim.x) {
     int* ti = idx + t * stride;
     float* tw = w + t * stride;
     int k = 0;
     const float sum = resize::for_taps(ax, o0 + t, [&](int64_t s, float c) {
-      ti[k] = static_cast<int>(s - base);
+      ti[k] = static_cast<int>(s - base) * pitch;
       tw[k++] = c;
     });
     const float norm = sum != 0.f ? 1.f / sum : 1.f;
@@ -68,36 +68,77 @@ __device__ void tile_taps(const Axis& ax, int64_t o0, int count, int64_t base, i
   }
 }
 
+// A flattened loop over outer x inner iterations, the block's threads blockDim.x apart: a
+// thread starts at its own (outer, inner) and steps without dividing.
+struct Walk {
+  int outer, inner, n_inner, step_outer, step_inner;
+  __device__ explicit Walk(int n) : n_inner(n) {
+    outer = threadIdx.x / n;
+    inner = threadIdx.x - outer * n;
+    step_outer = blockDim.x / n;
+    step_inner = blockDim.x - step_outer * n;
+  }
+  __device__ void next() {
+    outer += step_outer;
+    inner += step_inner;
+    if (inner >= n_inner) {
+      inner -= n_inner;
+      ++outer;
+    }
+  }
+};
+
+// A source element as float; a byte without the slow integer conversion (0x4B0000XX is the
+// float 2^23 + XX).
+template <typename S>
+__device__ inline float to_float(S v) {
+  if constexpr (sizeof(S) == 1)
+    return __uint_as_float(0x4B000000u | static_cast<uint32_t>(v)) - 8388608.f;
+  else
+    return static_cast<float>(v);
+}
+
+// Where row r of a patch starts, in elements: a byte patch keeps each row's 32-bit words as
+// they lie in memory, so its data starts at the row's misalignment; other types at 0.
+template <typename S>
+__device__ inline int row_start(const S* src, int64_t pitch, int64_t r, int64_t e0) {
+  if constexpr (sizeof(S) == 1)
+    return static_cast<int>(reinterpret_cast<uintptr_t>(src + r * pitch + e0) & 3);
+  else
+    return 0;
+}
+
+// Elements per patch row for `seg` source elements (room for a byte row's misalignment).
+template <typename S>
+C10_HOST_DEVICE inline int patch_pitch(int seg) {
+  return sizeof(S) == 1 ? 4 * ((seg + 3) / 4 + 1) : seg;
+}
+
 // Copies rows [r0, r0 + rows) x elements [e0, e0 + seg) of `src` (row pitch `pitch`) to the
-// patch; bytes go in aligned 32-bit words (a word that holds a byte of the row lies inside
-// the row's allocation), wider types one element per thread.
+// patch (rows of patch_pitch<S>(seg)). Bytes go as the aligned 32-bit words that hold them (a
+// word holding a byte of the row lies inside the row's allocation), untouched; wider types
+// an element per thread.
 template <typename S>
 __device__ void load_patch(const S* src, int64_t pitch, int64_t r0, int rows, int64_t e0,
                            int seg, S* patch) {
+  const int ppitch = patch_pitch<S>(seg);
   if constexpr (sizeof(S) == 1) {
-    const int words = (seg + 3) / 4 + 1;
-    for (int j = threadIdx.x; j < rows * words; j += blockDim.x) {
-      const int r = j / words, wi = j - r * words;
-      const uintptr_t at = reinterpret_cast<uintptr_t>(src + (r0 + r) * pitch + e0);
+    for (Walk w(ppitch / 4); w.outer < rows; w.next()) {
+      const uintptr_t at = reinterpret_cast<uintptr_t>(src + (r0 + w.outer) * pitch + e0);
       const int mis = static_cast<int>(at & 3);
-      const int e = wi * 4 - mis;  // element of the word's first byte
-      if (e >= seg) continue;
-      const uint32_t v = *reinterpret_cast<const uint32_t*>(at - mis + 4 * wi);
-      S* out = patch + r * seg;
-      for (int b = 0; b < 4; ++b)
-        if (e + b >= 0 && e + b < seg) out[e + b] = static_cast<S>((v >> (8 * b)) & 0xff);
+      if (4 * w.inner >= mis + seg) continue;  // past the row's last word
+      reinterpret_cast<uint32_t*>(patch + w.outer * ppitch)[w.inner] =
+          reinterpret_cast<const uint32_t*>(at - mis)[w.inner];
     }
   } else {
-    for (int j = threadIdx.x; j < rows * seg; j += blockDim.x) {
-      const int r = j / seg, e = j - r * seg;
-      patch[j] = src[(r0 + r) * pitch + e0 + e];
-    }
+    for (Walk w(seg); w.outer < rows; w.next())
+      patch[w.outer * ppitch + w.inner] = src[(r0 + w.outer) * pitch + e0 + w.inner];
   }
 }
 
 // kC: the channels when known at compile time (1, 3), else 0 and `channels` at run time.
 template <typename S, typename D, int kC>
-__global__ void __launch_bounds__(256) tile_kernel(const TileDesc* __restrict__ descs, int64_t n,
+__global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict__ descs, int64_t n,
                                                    TileShape shape, int channels) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int C = kC ? kC : channels;
@@ -119,31 +160,33 @@ __global__ void __launch_bounds__(256) tile_kernel(const TileDesc* __restrict__ 
     const resize::Range rows_in = resize::tap_range(ay, y0, y0 + th - 1);
     const int64_t c0 = cols.lo, r0 = rows_in.lo;
     const int rows = static_cast<int>(rows_in.hi - r0), seg = static_cast<int>(cols.hi - c0) * C;
-    tile_taps(ax, x0, tw, c0, shape.taps_x, ix, wx);
-    tile_taps(ay, y0, th, r0, shape.taps_y, iy, wy);
-    load_patch(static_cast<const S*>(d.src), ax.in_size * C, r0, rows, c0 * C, seg, patch);
+    tile_taps(ax, x0, tw, c0, C, shape.taps_x, ix, wx);
+    tile_taps(ay, y0, th, r0, TW * C, shape.taps_y, iy, wy);
+    const S* src = static_cast<const S*>(d.src);
+    const int64_t src_pitch = ax.in_size * C;
+    load_patch(src, src_pitch, r0, rows, c0 * C, seg, patch);
     __syncthreads();
     // Horizontal: every patch row to tw output columns.
     const int kx = ax.filter.table == resize::kNearest ? 1 : ax.filter.support;
-    for (int j = threadIdx.x; j < rows * tw; j += blockDim.x) {
-      const int r = j / tw, x = j - r * tw;
-      const S* row = patch + r * seg;
-      float* out = mid + (r * TW + x) * C;
-      const int* taps = ix + x * shape.taps_x;
-      const float* weights = wx + x * shape.taps_x;
+    const int ppitch = patch_pitch<S>(seg);
+    for (Walk w(tw); w.outer < rows; w.next()) {
+      const S* row = patch + w.outer * ppitch + row_start(src, src_pitch, r0 + w.outer, c0 * C);
+      float* out = mid + (w.outer * TW + w.inner) * C;
+      const int* taps = ix + w.inner * shape.taps_x;
+      const float* weights = wx + w.inner * shape.taps_x;
       if constexpr (kC > 0) {
         float acc[kC] = {};
         for (int k = 0; k < kx; ++k) {
-          const S* px = row + taps[k] * kC;
+          const S* px = row + taps[k];
 #pragma unroll
-          for (int c = 0; c < kC; ++c) acc[c] += weights[k] * static_cast<float>(px[c]);
+          for (int c = 0; c < kC; ++c) acc[c] += weights[k] * to_float(px[c]);
         }
 #pragma unroll
         for (int c = 0; c < kC; ++c) out[c] = acc[c];
       } else {
         for (int c = 0; c < C; ++c) {
           float acc = 0.f;
-          for (int k = 0; k < kx; ++k) acc += weights[k] * static_cast<float>(row[taps[k] * C + c]);
+          for (int k = 0; k < kx; ++k) acc += weights[k] * to_float(row[taps[k] + c]);
           out[c] = acc;
         }
       }
@@ -153,12 +196,13 @@ __global__ void __launch_bounds__(256) tile_kernel(const TileDesc* __restrict__ 
     const int ky = ay.filter.table == resize::kNearest ? 1 : ay.filter.support;
     const int row_elems = tw * C;
     D* dst = static_cast<D*>(d.dst) + (y0 * ax.out_size + x0) * C;
-    for (int j = threadIdx.x; j < th * row_elems; j += blockDim.x) {
-      const int y = j / row_elems, e = j - y * row_elems;
+    for (Walk w(row_elems); w.outer < th; w.next()) {
+      const int* taps = iy + w.outer * shape.taps_y;
+      const float* weights = wy + w.outer * shape.taps_y;
+      const float* col = mid + w.inner;
       float acc = 0.f;
-      for (int k = 0; k < ky; ++k)
-        acc += wy[y * shape.taps_y + k] * mid[iy[y * shape.taps_y + k] * TW * C + e];
-      dst[y * ax.out_size * C + e] = cmn::convert_sat<D>(acc);
+      for (int k = 0; k < ky; ++k) acc += weights[k] * col[taps[k]];
+      dst[w.outer * ax.out_size * C + w.inner] = cmn::convert_sat<D>(acc);
     }
     __syncthreads();
   }
@@ -185,7 +229,7 @@ TileShape plan_tiles(const resize::Args& a, int64_t in_size, int64_t limit) {
       s.patch_rows = static_cast<int>(std::max<int64_t>(s.patch_rows, patch_extent(p.axis[0], s.tile_h)));
       s.patch_cols = static_cast<int>(std::max<int64_t>(s.patch_cols, patch_extent(p.axis[1], s.tile_w)));
     }
-    s.bytes = s.patch_at(C) + int64_t(s.patch_rows) * s.patch_cols * C * in_size;
+    s.bytes = s.patch_at(C) + int64_t(s.patch_rows) * (s.patch_cols * C + 8) * in_size;
     if (s.bytes <= limit) return s;
   }
   return TileShape{0};
