@@ -4,6 +4,8 @@ batch counts on every rank under every last-batch policy, disjoint shards, cover
 epoch with random_shuffle, and DDP steps of a tiny model that keep the ranks in step."""
 import os
 import pickle
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -177,3 +179,20 @@ def test_ranks_stay_in_step(files, tmp_path, world, no_dist_env):
 def _initial_params():
     torch.manual_seed(0)
     return list(torch.nn.Linear(4, 3).parameters())
+
+
+def test_ddp_example_runs_with_torchrun(tmp_path, no_dist_env):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root, CUDA_VISIBLE_DEVICES="")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           os.path.join(root, "examples", "ddp_train.py"), "--max-steps", "3", "--batch-size", "4",
+           "--num-images", "32", "--image-size", "32", "--data-dir", str(tmp_path / "data")]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:  # timed out: end torchrun and its workers
+            os.killpg(proc.pid, 9)
+    assert proc.returncode == 0, out[-4000:]
+    assert "done: 3 steps" in out
