@@ -90,6 +90,7 @@ class Pipeline:
         self._shared = None
         self._api_mode = None
         self._restored = False
+        self._iterator_data = None  # what an iterator stored in the checkpoint restored from
         self._next_index = 0  # the iteration the next outputs() returns
         self._stopped = None  # what outputs() raised (StopIteration or an error) since the last reset()
 
@@ -419,12 +420,17 @@ class Pipeline:
     # --- checkpoints ---
     def checkpoint(self, filename=None):
         """The pipeline's state (JSON text) after the last returned batch."""
+        return self._get_checkpoint(filename=filename)
+
+    def _get_checkpoint(self, iterator_data=None, filename=None):
+        """checkpoint(), also holding the state of the iterator that drives the pipeline
+        (`iterator_data`, JSON-serializable), as DALI's iterators keep theirs."""
         if not self._enable_checkpointing:
             raise RuntimeError("checkpoint() needs enable_checkpointing=True")
         self.build()
         states = self._executor.state_before(self._next_index)
         text = json.dumps({"format": "torchdali-checkpoint", "version": _CHECKPOINT_VERSION,
-                           "operators": states}, default=_json_default)
+                           "operators": states, "iterator_data": iterator_data}, default=_json_default)
         if filename is not None:
             with open(filename, "w") as f:
                 f.write(text)
@@ -440,6 +446,7 @@ class Pipeline:
         if data.get("version") != _CHECKPOINT_VERSION:
             raise ValueError(f"checkpoint: version {data.get('version')} is not supported")
         self._executor.load_states(data["operators"])
+        self._iterator_data = data.get("iterator_data")
         self._restored = True
 
     # --- introspection ---

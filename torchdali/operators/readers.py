@@ -14,7 +14,8 @@ import re
 import numpy as np
 import torch
 
-from ..schema import BOOL, INT, INTS, STR, STRS, Arg, register
+from ..distributed import AUTO, resolve_shards
+from ..schema import BOOL, INT, INTS, STR, STRS, Arg, ArgType, register
 from ..tensor_list import TensorList
 from .base import Operator, map_samples
 
@@ -27,6 +28,18 @@ _DEFAULT_FILTERS = ["*.jpg", "*.jpeg", "*.png", "*.bmp", "*.tif", "*.tiff", "*.p
 
 def _at_least(n):
     return lambda v: None if v >= n else f"must be at least {n}"
+
+
+def _int_or_auto(v):
+    return v if v == AUTO else INT.convert(v)
+
+
+# shard_id / num_shards: an int, or "auto" for this process's rank / the number of ranks.
+_SHARD = ArgType("int or 'auto'", _int_or_auto)
+
+
+def _auto_or_at_least(n):
+    return lambda v: None if v == AUTO or v >= n else f"must be at least {n} or 'auto'"
 
 
 def _start_index(shard_id, num_shards, size):
@@ -123,8 +136,10 @@ def _read_plain(path):
             "(ignored with `file_list` or `files`).", check=lambda v: None if v else "cannot be empty"),
         Arg("dir_filters", STRS, None, "Globs selecting the class sub-folders of `file_root`."),
         Arg("case_sensitive_filter", BOOL, False, "Match the filters case-sensitively."),
-        Arg("shard_id", INT, 0, "Index of the shard to read.", check=_at_least(0)),
-        Arg("num_shards", INT, 1, "Number of parts the data is split into.", check=_at_least(1)),
+        Arg("shard_id", _SHARD, 0, "Index of the shard to read; 'auto': this process's rank (from "
+            "torch.distributed, else RANK set by torchrun, else 0).", check=_auto_or_at_least(0)),
+        Arg("num_shards", _SHARD, 1, "Number of parts the data is split into; 'auto': the number of "
+            "ranks (torch.distributed, else WORLD_SIZE, else 1).", check=_auto_or_at_least(1)),
         Arg("stick_to_shard", BOOL, False, "Read the same shard every epoch instead of moving to the next."),
         Arg("pad_last_batch", BOOL, False, "Repeat the shard's last sample so that every shard returns "
             "the same number of whole batches per epoch."),
@@ -153,8 +168,9 @@ class FileReader(Operator):
     def __init__(self, spec):
         super().__init__(spec)
         a = spec.args
+        self.shard_id, self.num_shards = resolve_shards(a["shard_id"], a["num_shards"],
+                                                        f"{self.name} ('{spec.name}')")
         self._check_args(a)
-        self.shard_id, self.num_shards = a["shard_id"], a["num_shards"]
         self.pad = a["pad_last_batch"]
         self.shuffle = a["random_shuffle"]
         self.shuffle_after_epoch = a["shuffle_after_epoch"]
@@ -169,9 +185,6 @@ class FileReader(Operator):
             self._prepare()
 
     def _check_args(self, a):
-        if a["shard_id"] >= a["num_shards"]:
-            raise self.error(f"shard_id = {a['shard_id']} must be smaller than num_shards = {a['num_shards']}",
-                             ValueError)
         if a["file_root"] is None and a["files"] is None and a["file_list"] is None:
             raise self.error("give file_root, file_list or files", ValueError)
         if a["files"] is not None and a["file_list"] is not None:

@@ -115,6 +115,18 @@ class EpochCounter:
             self.shard_sizes = np.roll(self.shard_sizes, 1)
             self.size = math.ceil(self.shard_sizes.max() / self.batch_size) * self.batch_size
 
+    _STATE = ("counter", "size", "start_in_shard", "shard_sizes", "shard_ids")
+
+    def state_dict(self):
+        """Where the epoch stands (JSON-serializable), for the iterator's checkpoints."""
+        return {k: np.asarray(getattr(self, k)).tolist() for k in self._STATE if hasattr(self, k)}
+
+    def load_state_dict(self, state):
+        for k, v in state.items():
+            if k not in self._STATE:
+                raise ValueError(f"iterator checkpoint: unknown field {k!r}")
+            setattr(self, k, np.asarray(v, dtype=np.int64) if isinstance(v, list) else int(v))
+
     def __len__(self):
         per_step = self.batch_size if self.by_reader else self.num_pipelines * self.batch_size
         if self.policy == LastBatchPolicy.DROP:

@@ -72,6 +72,7 @@ class _PipelineIterator:
         metas = self._reader_metas(cls) if reader_name else None
         self._epochs = EpochCounter(self.batch_size, self._num_gpus, int(size), policy,
                                     last_batch_padded, metas)
+        self._checkpointing = self._restore_epochs(cls)
         self._prepare_first_batch = prepare_first_batch
         self._ever_scheduled = False
         self._ever_consumed = False
@@ -81,6 +82,38 @@ class _PipelineIterator:
                 self._first_batch = self._next_batches()
             except StopIteration:
                 self._report_no_data()
+
+    def _restore_epochs(self, cls):
+        """With checkpointing, take the epoch state from the checkpoint the pipelines were
+        restored from, and note the checkpoints of the start (before any batch is taken)."""
+        enabled = {p._enable_checkpointing for p in self._pipes}
+        if len(enabled) > 1:
+            raise ValueError(f"{cls}: enable_checkpointing must be the same in every pipeline")
+        if not enabled.pop():
+            return False
+        restored = [p.is_restored_from_checkpoint for p in self._pipes]
+        if any(restored):
+            data = [p._iterator_data for p in self._pipes]
+            if not all(restored) or any(d != data[0] for d in data):
+                raise ValueError(f"{cls}: the pipelines must all be restored from checkpoints taken "
+                                 "together (one iterator's checkpoints())")
+            if data[0] is not None:
+                self._epochs.load_state_dict(data[0])
+        self._initial_checkpoints = self._take_checkpoints()
+        return True
+
+    def _take_checkpoints(self):
+        state = self._epochs.state_dict()
+        return [p._get_checkpoint(iterator_data=state) for p in self._pipes]
+
+    def checkpoints(self):
+        """One checkpoint per pipeline, holding the pipeline's state and this iterator's
+        place in the epoch: build the pipelines with `checkpoint=` and wrap them in a new
+        iterator with the same arguments to resume on the next batch (DALI's API)."""
+        if not self._checkpointing:
+            raise ValueError(f"{type(self).__name__}: checkpoints() needs pipelines built with "
+                             "enable_checkpointing=True")
+        return self._take_checkpoints() if self._ever_consumed else list(self._initial_checkpoints)
 
     @staticmethod
     def _policy(cls, fill_last_batch, last_batch_policy):

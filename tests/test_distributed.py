@@ -1,0 +1,198 @@
+"""Distributed sharding: shard_id/num_shards="auto" and device_id="auto" resolved from
+torch.distributed or torchrun's variables, and, in 2 and 3 processes (gloo, CPU), equal
+batch counts on every rank under every last-batch policy, disjoint shards, coverage of the
+epoch with random_shuffle, and DDP steps of a tiny model that keep the ranks in step."""
+import os
+import pickle
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from torchdali import distributed, fn, pipeline_def
+from torchdali.plugin.pytorch import DALIIterableDataset, LastBatchPolicy
+
+NUM_FILES = 13
+EPOCHS = 3
+# (policy, pad_last_batch). Batch counts agree in all; shards are disjoint and cover every
+# epoch with FILL or PARTIAL and padding.
+CONFIGS = [(LastBatchPolicy.FILL, False), (LastBatchPolicy.FILL, True), (LastBatchPolicy.DROP, False),
+           (LastBatchPolicy.DROP, True), (LastBatchPolicy.PARTIAL, True)]
+
+
+@pipeline_def(batch_size=2, num_threads=1)
+def sharded(files, pad):
+    _, label = fn.readers.file(files=files, random_shuffle=True, initial_fill=4, pad_last_batch=pad,
+                               shard_id="auto", num_shards="auto", name="Reader")
+    return label, fn.random.uniform(range=[-1, 1], shape=[4])
+
+
+@pytest.fixture
+def files(tmp_path):
+    paths = [str(tmp_path / f"f{i:02d}") for i in range(NUM_FILES)]
+    for p in paths:
+        open(p, "wb").close()
+    return paths
+
+
+# --- resolution in one process ---
+
+@pytest.fixture
+def no_dist_env(monkeypatch):
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def reader_meta(files, **kwargs):
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def pipe():
+        return fn.readers.file(files=files, name="Reader", **kwargs)[1]
+
+    return pipe().reader_meta("Reader")
+
+
+def test_auto_without_a_distributed_job_is_rank_0_of_1(files, no_dist_env):
+    meta = reader_meta(files, shard_id="auto", num_shards="auto")
+    assert (meta["shard_id"], meta["number_of_shards"]) == (0, 1)
+
+
+def test_auto_from_torchrun_variables(files, no_dist_env):
+    no_dist_env.setenv("RANK", "2")
+    no_dist_env.setenv("WORLD_SIZE", "3")
+    meta = reader_meta(files, shard_id="auto", num_shards="auto")
+    assert (meta["shard_id"], meta["number_of_shards"]) == (2, 3)
+    meta = reader_meta(files, shard_id="auto", num_shards=4)  # one of them "auto"
+    assert (meta["shard_id"], meta["number_of_shards"]) == (2, 4)
+
+
+@pytest.mark.parametrize("env,kwargs,message", [
+    ({"RANK": "1"}, dict(shard_id="auto", num_shards="auto"), "sets RANK but not WORLD_SIZE"),
+    ({"RANK": "x", "WORLD_SIZE": "2"}, dict(shard_id="auto"), "RANK='x' is not an integer"),
+    ({"RANK": "2", "WORLD_SIZE": "2"}, dict(shard_id="auto"), "RANK=2 must be smaller than WORLD_SIZE=2"),
+    ({"RANK": "1", "WORLD_SIZE": "2"}, dict(shard_id="auto", num_shards=1),
+     r"readers.file \('Reader'\): shard_id = 1 \('auto'\) must be smaller than num_shards = 1"),
+    ({"RANK": "0", "WORLD_SIZE": "2"}, dict(shard_id=3, num_shards="auto"),
+     r"shard_id = 3 must be smaller than num_shards = 2 \('auto'\)"),
+    ({}, dict(shard_id="first"), "argument 'shard_id' = 'first'"),
+    ({}, dict(num_shards=0), "num_shards.*at least 1 or 'auto'"),
+])
+def test_bad_distributed_arguments_name_them(files, no_dist_env, env, kwargs, message):
+    for k, v in env.items():
+        no_dist_env.setenv(k, v)
+    with pytest.raises((ValueError, TypeError), match=message):
+        reader_meta(files, **kwargs)
+
+
+def test_local_device_id(no_dist_env):
+    if not torch.cuda.is_available():
+        assert distributed.local_device_id() is None
+        return
+    assert distributed.local_device_id() == torch.cuda.current_device()
+    no_dist_env.setenv("LOCAL_RANK", str(torch.cuda.device_count() - 1))
+    assert distributed.local_device_id() == torch.cuda.device_count() - 1
+    no_dist_env.setenv("LOCAL_RANK", str(torch.cuda.device_count()))
+    with pytest.raises(ValueError, match="LOCAL_RANK"):
+        distributed.local_device_id()
+
+
+def test_unsharded_reader_in_a_distributed_job_warns(files, no_dist_env):
+    no_dist_env.setenv("RANK", "0")
+    no_dist_env.setenv("WORLD_SIZE", "2")
+
+    @pipeline_def(batch_size=2, num_threads=1)
+    def whole():
+        return fn.readers.file(files=files)[1]
+
+    with pytest.warns(UserWarning, match="every rank reads the whole dataset"):
+        len(DALIIterableDataset(whole, ["label"]))
+
+
+# --- several processes ---
+
+def _worker(rank, world, tmp, files):
+    dist.init_process_group("gloo", init_method=f"file://{tmp}/rendezvous", rank=rank, world_size=world)
+    try:
+        result = {"epochs": {}}
+        for policy, pad in CONFIGS:
+            ds = DALIIterableDataset(sharded, ["label", "x"], last_batch_policy=policy, files=files, pad=pad,
+                                     seed=rank + 1)
+            result["epochs"][policy, pad] = [[b["label"].flatten().tolist() for b in ds] for _ in range(EPOCHS)]
+        result["ddp"] = _ddp_steps(files, rank)
+        with open(f"{tmp}/rank{rank}.pkl", "wb") as f:
+            pickle.dump(result, f)
+    finally:
+        dist.destroy_process_group()
+
+
+def _ddp_steps(files, rank, steps=3):
+    """Losses of a few DDP steps on the dataset's batches, and the parameters after them."""
+    torch.manual_seed(rank)  # DDP broadcasts rank 0's parameters at construction
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    ds = DALIIterableDataset(sharded, ["label", "x"], files=files, pad=False, seed=rank + 1)
+    losses = []
+    for step, batch in zip(range(steps), ds):
+        loss = torch.nn.functional.cross_entropy(model(batch["x"]), batch["label"].flatten().long() % 3)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return {"losses": losses, "params": [p.detach().clone() for p in model.parameters()]}
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_ranks_stay_in_step(files, tmp_path, world, no_dist_env):
+    torch.multiprocessing.spawn(_worker, args=(world, str(tmp_path), files), nprocs=world)
+    results = []
+    for r in range(world):
+        with open(tmp_path / f"rank{r}.pkl", "rb") as f:
+            results.append(pickle.load(f))
+    everything = set(range(NUM_FILES))
+    for (policy, pad), per_rank in ((c, [r["epochs"][c] for r in results]) for c in CONFIGS):
+        for epoch in range(EPOCHS):
+            batches = [rank_epochs[epoch] for rank_epochs in per_rank]
+            where = f"{policy.name} pad={pad} epoch {epoch}"
+            assert len({len(b) for b in batches}) == 1, f"{where}: batch counts {[len(b) for b in batches]}"
+            samples = [sum(b, []) for b in batches]
+            # Without padding a shard's last batch borrows from the next epoch; DROP leaves the
+            # readers shifted by the dropped samples, so later epochs' shards may overlap (both as DALI).
+            if not pad or policy == LastBatchPolicy.DROP and epoch:
+                continue
+            assert all(set(a).isdisjoint(b) for i, a in enumerate(samples) for b in samples[i + 1:]), where
+            union = set().union(*samples)
+            if policy == LastBatchPolicy.DROP:
+                assert len(union) == world * len(batches[0]) * 2, where
+            else:
+                assert union == everything, where
+            if policy == LastBatchPolicy.PARTIAL:
+                assert sorted(sum(samples, [])) == sorted(everything), where
+    ddp = [r["ddp"] for r in results]
+    assert all(len(d["losses"]) == 3 and all(map(torch.isfinite, map(torch.tensor, d["losses"]))) for d in ddp)
+    for d in ddp[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(d["params"], ddp[0]["params"]))
+    assert not all(torch.equal(a, b) for a, b in zip(ddp[0]["params"], _initial_params()))
+
+
+def _initial_params():
+    torch.manual_seed(0)
+    return list(torch.nn.Linear(4, 3).parameters())
+
+
+def test_ddp_example_runs_with_torchrun(tmp_path, no_dist_env):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root, CUDA_VISIBLE_DEVICES="")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           os.path.join(root, "examples", "ddp_train.py"), "--max-steps", "3", "--batch-size", "4",
+           "--num-images", "32", "--image-size", "32", "--data-dir", str(tmp_path / "data")]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:  # timed out: end torchrun and its workers
+            os.killpg(proc.pid, 9)
+    assert proc.returncode == 0, out[-4000:]
+    assert "done: 3 steps" in out
