@@ -70,12 +70,12 @@ def parse_args():
 def main():
     args = parse_args()
     gpu = torch.cuda.is_available()
-    if "RANK" in os.environ:
-        dist.init_process_group("nccl" if gpu else "gloo")
-    rank = dist.get_rank() if dist.is_initialized() else 0
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if gpu else torch.device("cpu")
     if gpu:
         torch.cuda.set_device(device)
+    if "RANK" in os.environ:
+        dist.init_process_group("nccl" if gpu else "gloo", device_id=device if gpu else None)
+    rank = dist.get_rank() if dist.is_initialized() else 0
     if rank == 0:
         write_sample_dataset(args.data_dir, num_images=args.num_images)
     if dist.is_initialized():
