@@ -1,5 +1,5 @@
 """Distributed sharding: shard_id/num_shards="auto" and device_id="auto" resolved from
-torch.distributed or torchrun's variables, and, in 2 and 3 processes (gloo, CPU), equal
+torch.distributed or torchrun's variables, and, in 2 and 3 processes (gloo on CPU; NCCL where 2 GPUs are present), equal
 batch counts on every rank under every last-batch policy, disjoint shards, coverage of the
 epoch with random_shuffle, and DDP steps of a tiny model that keep the ranks in step."""
 import os
@@ -112,40 +112,48 @@ def test_unsharded_reader_in_a_distributed_job_warns(files, no_dist_env):
 
 # --- several processes ---
 
-def _worker(rank, world, tmp, files):
-    dist.init_process_group("gloo", init_method=f"file://{tmp}/rendezvous", rank=rank, world_size=world)
+def _worker(rank, world, tmp, files, backend):
+    device = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
+    if backend == "nccl":
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend, init_method=f"file://{tmp}/rendezvous", rank=rank, world_size=world,
+                            device_id=device if backend == "nccl" else None)
     try:
         result = {"epochs": {}}
         for policy, pad in CONFIGS:
             ds = DALIIterableDataset(sharded, ["label", "x"], last_batch_policy=policy, files=files, pad=pad,
                                      seed=rank + 1)
             result["epochs"][policy, pad] = [[b["label"].flatten().tolist() for b in ds] for _ in range(EPOCHS)]
-        result["ddp"] = _ddp_steps(files, rank)
+        result["ddp"] = _ddp_steps(files, rank, device)
         with open(f"{tmp}/rank{rank}.pkl", "wb") as f:
             pickle.dump(result, f)
     finally:
         dist.destroy_process_group()
 
 
-def _ddp_steps(files, rank, steps=3):
+def _ddp_steps(files, rank, device, steps=3):
     """Losses of a few DDP steps on the dataset's batches, and the parameters after them."""
     torch.manual_seed(rank)  # DDP broadcasts rank 0's parameters at construction
-    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 3))
+    model = torch.nn.parallel.DistributedDataParallel(
+        torch.nn.Linear(4, 3).to(device), device_ids=[device.index] if device.type == "cuda" else None)
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
     ds = DALIIterableDataset(sharded, ["label", "x"], files=files, pad=False, seed=rank + 1)
     losses = []
     for step, batch in zip(range(steps), ds):
-        loss = torch.nn.functional.cross_entropy(model(batch["x"]), batch["label"].flatten().long() % 3)
+        x, label = batch["x"].to(device), batch["label"].flatten().long().to(device) % 3
+        loss = torch.nn.functional.cross_entropy(model(x), label)
         opt.zero_grad()
         loss.backward()
         opt.step()
         losses.append(loss.item())
-    return {"losses": losses, "params": [p.detach().clone() for p in model.parameters()]}
+    return {"losses": losses, "params": [p.detach().cpu() for p in model.parameters()]}
 
 
-@pytest.mark.parametrize("world", [2, 3])
-def test_ranks_stay_in_step(files, tmp_path, world, no_dist_env):
-    torch.multiprocessing.spawn(_worker, args=(world, str(tmp_path), files), nprocs=world)
+@pytest.mark.parametrize("backend,world", [
+    ("gloo", 2), ("gloo", 3),
+    pytest.param("nccl", 2, marks=pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs"))])
+def test_ranks_stay_in_step(files, tmp_path, backend, world, no_dist_env):
+    torch.multiprocessing.spawn(_worker, args=(world, str(tmp_path), files, backend), nprocs=world)
     results = []
     for r in range(world):
         with open(tmp_path / f"rank{r}.pkl", "rb") as f:
