@@ -31,10 +31,10 @@ struct TileDesc {
   Axis axis[2];  // rows, columns
 };
 
-// The launch-wide tile geometry; shared memory holds, in this order: column taps (source
-// index within the patch, weight) for tile_w outputs, row taps for tile_h outputs, the
+// The launch-wide tile geometry; shared memory holds, in this order: column taps (offset of
+// the source element, weight) for tile_w outputs, row taps for tile_h outputs, the
 // horizontally resampled rows (float, patch_rows x tile_w x C) and the source patch
-// (patch_rows x patch_cols x C of the input type).
+// (patch_rows rows of patch_pitch elements of the input type).
 struct TileShape {
   int tile_w = 32, tile_h = 32;
   int taps_x = 1, taps_y = 1;  // most taps per output coordinate in the batch
