@@ -260,13 +260,15 @@ void launch_tiles(const resize::Args& a, const TileShape& shape, cudaStream_t st
 
 // Whole-batch launch of the tiled kernel, or false when no tile fits in shared memory.
 bool resize_tiles(const resize::Args& a, at::ScalarType out_dtype, cudaStream_t stream) {
-  int optin = 0;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                                        a.images[0].device().index()));
   const int64_t in_size = a.images[0].element_size();
   // Tiles up to 48 KiB leave room for several blocks per multiprocessor; more only if needed.
   TileShape shape = plan_tiles(a, in_size, 48 * 1024);
-  if (shape.tile_w == 0) shape = plan_tiles(a, in_size, optin);
+  if (shape.tile_w == 0) {
+    int optin = 0;
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                          a.images[0].device().index()));
+    shape = plan_tiles(a, in_size, optin);
+  }
   if (shape.tile_w == 0) return false;
   resize::dispatch(a.images[0].scalar_type(), out_dtype, [&](auto in_tag, auto out_tag) {
     using S = decltype(in_tag);
