@@ -11,7 +11,9 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "../resize.h"
@@ -31,40 +33,49 @@ struct TileDesc {
   Axis axis[2];  // rows, columns
 };
 
+// Patch rows hold the aligned 16-byte words that a source row's elements lie in (such a word
+// lies inside the row's allocation), so a row is copied without shifting bytes; its data
+// starts at the row's misalignment. Bytes per patch row for `seg` elements of `size` bytes:
+constexpr int kWord = 16;
+C10_HOST_DEVICE inline int patch_pitch_bytes(int seg, int size) {
+  return kWord * ((seg * size + kWord - 1) / kWord + 1);
+}
+
 // The launch-wide tile geometry; shared memory holds, in this order: column taps (offset of
 // the source element, weight) for tile_w outputs, row taps for tile_h outputs, the
 // horizontally resampled rows (float, patch_rows x tile_w x C) and the source patch
-// (patch_rows rows of patch_pitch elements of the input type).
+// (patch_rows rows of patch_pitch_bytes).
 struct TileShape {
-  int tile_w = 32, tile_h = 32;
-  int taps_x = 1, taps_y = 1;  // most taps per output coordinate in the batch
+  int tile_w = 32, tile_h = 32;  // powers of two
+  int taps_x = 1, taps_y = 1;    // most taps per output coordinate in the batch
   int patch_rows = 0, patch_cols = 0;
   int64_t bytes = 0;  // of shared memory
 
-  C10_HOST_DEVICE int64_t mid_at() const { return 8 * (int64_t(tile_w) * taps_x + int64_t(tile_h) * taps_y); }
-  C10_HOST_DEVICE int64_t patch_at(int C) const {
-    return (mid_at() + 4 * int64_t(patch_rows) * tile_w * C + 15) / 16 * 16;
+  C10_HOST_DEVICE int64_t mid_at() const {
+    return (8 * (int64_t(tile_w) * taps_x + int64_t(tile_h) * taps_y) + 15) / 16 * 16;
   }
+  C10_HOST_DEVICE int64_t patch_at(int C) const { return mid_at() + 4 * int64_t(patch_rows) * tile_w * C; }
 };
 
-// Normalized taps of outputs [o0, o0 + count) of `ax`: offsets (source index - base) * pitch
-// and weights, `stride` entries per output (unused ones weigh 0).
+// A tap: the offset of the source element it reads and its weight (as int bits), so a thread
+// reads both in one 8-byte shared-memory load.
+using Tap = int2;
+
+// Normalized taps of outputs [o0, o0 + count) of `ax`, an output per thread of [t0, t0 + nt):
+// offsets (source index - base) * pitch and weights, `stride` per output (unused ones weigh 0).
 __device__ void tile_taps(const Axis& ax, int64_t o0, int count, int64_t base, int pitch,
-                          int stride, int* idx, float* w) {
-  for (int t = threadIdx.x; t < count; t += blockDim.x) {
-    int* ti = idx + t * stride;
-    float* tw = w + t * stride;
+                          int stride, int t0, int nt, Tap* taps) {
+  const int t = static_cast<int>(threadIdx.x) - t0;
+  if (t < 0 || t >= nt) return;
+  for (int o = t; o < count; o += nt) {
+    Tap* out = taps + o * stride;
     int k = 0;
-    const float sum = resize::for_taps(ax, o0 + t, [&](int64_t s, float c) {
-      ti[k] = static_cast<int>(s - base) * pitch;
-      tw[k++] = c;
+    const float sum = resize::for_taps(ax, o0 + o, [&](int64_t s, float c) {
+      out[k++] = Tap{static_cast<int>(s - base) * pitch, __float_as_int(c)};
     });
     const float norm = sum != 0.f ? 1.f / sum : 1.f;
-    for (int j = 0; j < k; ++j) tw[j] *= norm;
-    for (; k < stride; ++k) {
-      ti[k] = 0;
-      tw[k] = 0.f;
-    }
+    for (int j = 0; j < k; ++j) out[j].y = __float_as_int(__int_as_float(out[j].y) * norm);
+    for (; k < stride; ++k) out[k] = Tap{0, 0};
   }
 }
 
@@ -88,67 +99,96 @@ struct Walk {
   }
 };
 
-// A source element as float; a byte without the slow integer conversion (0x4B0000XX is the
-// float 2^23 + XX).
+// A source element as float plus kBias<S>: a byte b is read as the float 256 + b (its bits,
+// 0x43800000 | b << 15, need no conversion instruction); the bias comes off a sum of taps
+// once (the weights sum to 1) at no cost to precision.
 template <typename S>
-__device__ inline float to_float(S v) {
+constexpr float kBias = sizeof(S) == 1 ? 256.f : 0.f;
+
+template <typename S>
+__device__ inline float biased(S v) {
   if constexpr (sizeof(S) == 1)
-    return __uint_as_float(0x4B000000u | static_cast<uint32_t>(v)) - 8388608.f;
+    return __uint_as_float(0x43800000u | static_cast<uint32_t>(v) << 15);
   else
     return static_cast<float>(v);
 }
 
-// Where row r of a patch starts, in elements: a byte patch keeps each row's 32-bit words as
-// they lie in memory, so its data starts at the row's misalignment; other types at 0.
-template <typename S>
-__device__ inline int row_start(const S* src, int64_t pitch, int64_t r, int64_t e0) {
-  if constexpr (sizeof(S) == 1)
-    return static_cast<int>(reinterpret_cast<uintptr_t>(src + r * pitch + e0) & 3);
-  else
-    return 0;
-}
-
-// Elements per patch row for `seg` source elements (room for a byte row's misalignment).
-template <typename S>
-C10_HOST_DEVICE inline int patch_pitch(int seg) {
-  return sizeof(S) == 1 ? 4 * ((seg + 3) / 4 + 1) : seg;
-}
-
-// Copies rows [r0, r0 + rows) x elements [e0, e0 + seg) of `src` (row pitch `pitch`) to the
-// patch (rows of patch_pitch<S>(seg)). Bytes go as the aligned 32-bit words that hold them (a
-// word holding a byte of the row lies inside the row's allocation), untouched; wider types
-// an element per thread.
+// Starts copying rows [r0, r0 + rows) x elements [e0, e0 + seg) of `src` (row pitch `pitch`)
+// to the patch as the 16-byte words that hold them, asynchronously
+// (cp.async): the block computes its taps meanwhile and waits in wait_patch().
 template <typename S>
 __device__ void load_patch(const S* src, int64_t pitch, int64_t r0, int rows, int64_t e0,
-                           int seg, S* patch) {
-  const int ppitch = patch_pitch<S>(seg);
-  if constexpr (sizeof(S) == 1) {
-    for (Walk w(ppitch / 4); w.outer < rows; w.next()) {
-      const uintptr_t at = reinterpret_cast<uintptr_t>(src + (r0 + w.outer) * pitch + e0);
-      const int mis = static_cast<int>(at & 3);
-      if (4 * w.inner >= mis + seg) continue;  // past the row's last word
-      reinterpret_cast<uint32_t*>(patch + w.outer * ppitch)[w.inner] =
-          reinterpret_cast<const uint32_t*>(at - mis)[w.inner];
-    }
-  } else {
-    for (Walk w(seg); w.outer < rows; w.next())
-      patch[w.outer * ppitch + w.inner] = src[(r0 + w.outer) * pitch + e0 + w.inner];
+                           int seg, unsigned char* patch, int ppitch) {
+  const int bytes = seg * static_cast<int>(sizeof(S));
+  const char* first = reinterpret_cast<const char*>(src + r0 * pitch + e0);
+  const int64_t row_bytes = pitch * static_cast<int64_t>(sizeof(S));
+  const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(patch));
+  for (Walk w(ppitch / kWord); w.outer < rows; w.next()) {
+    const uintptr_t at = reinterpret_cast<uintptr_t>(first + w.outer * row_bytes);
+    const int mis = static_cast<int>(at % kWord), off = kWord * w.inner;
+    if (off >= mis + bytes) continue;  // past the row's last word
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(base + w.outer * ppitch + off),
+                 "l"(at - mis + off));
   }
+  asm volatile("cp.async.commit_group;\n" ::);
 }
+
+__device__ inline void wait_patch() { asm volatile("cp.async.wait_all;\n" ::); }
+
+// cmn::convert_sat, without branches for bytes: clamping first takes NaN to 0, and adding 0.5
+// rounded toward zero, then truncating, rounds half away from zero as roundf does.
+template <typename D>
+__device__ inline D saturate(float v) {
+  if constexpr (std::is_same_v<D, uint8_t>)
+    return static_cast<uint8_t>(__float2uint_rz(__fadd_rz(fminf(fmaxf(v, 0.f), 255.f), 0.5f)));
+  else
+    return cmn::convert_sat<D>(v);
+}
+
+// Stores the first `left` (1-4) of four consecutive outputs; one vector store when all four
+// go and `out` is aligned for it.
+template <typename D>
+__device__ inline void store4(D* out, float4 v, int left) {
+  const D a = saturate<D>(v.x), b = saturate<D>(v.y), c = saturate<D>(v.z), e = saturate<D>(v.w);
+  if constexpr (sizeof(D) == 1 || sizeof(D) == 4) {
+    using Word = std::conditional_t<sizeof(D) == 1, uint32_t, uint4>;
+    if (left >= 4 && reinterpret_cast<uintptr_t>(out) % sizeof(Word) == 0) {
+      D packed[4] = {a, b, c, e};
+      Word word;
+      memcpy(&word, packed, sizeof(Word));
+      *reinterpret_cast<Word*>(out) = word;
+      return;
+    }
+  }
+  out[0] = a;
+  if (left > 1) out[1] = b;
+  if (left > 2) out[2] = c;
+  if (left > 3) out[3] = e;
+}
+
+// Where patch row r's data starts (the misalignment of its source row), in elements.
+template <typename S>
+__device__ inline const S* patch_row(const unsigned char* patch, int ppitch, int r,
+                                     const S* src, int64_t pitch, int64_t r0, int64_t e0) {
+  const uintptr_t at = reinterpret_cast<uintptr_t>(src + (r0 + r) * pitch + e0);
+  return reinterpret_cast<const S*>(patch + r * ppitch + at % kWord);
+}
+
+constexpr int kRowsPerThread = 2;  // patch rows a thread resamples together (same taps)
 
 // kC: the channels when known at compile time (1, 3), else 0 and `channels` at run time.
 template <typename S, typename D, int kC>
 __global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict__ descs, int64_t n,
                                                    TileShape shape, int channels) {
   extern __shared__ __align__(16) unsigned char smem[];
+  constexpr int R = kRowsPerThread;
   const int C = kC ? kC : channels;
   const int TW = shape.tile_w, TH = shape.tile_h;
-  int* ix = reinterpret_cast<int*>(smem);
-  float* wx = reinterpret_cast<float*>(ix + TW * shape.taps_x);
-  int* iy = reinterpret_cast<int*>(wx + TW * shape.taps_x);
-  float* wy = reinterpret_cast<float*>(iy + TH * shape.taps_y);
+  Tap* tx = reinterpret_cast<Tap*>(smem);
+  Tap* ty = tx + TW * shape.taps_x;
   float* mid = reinterpret_cast<float*>(smem + shape.mid_at());
-  S* patch = reinterpret_cast<S*>(smem + shape.patch_at(C));
+  unsigned char* patch = smem + shape.patch_at(C);
+  const int lx = threadIdx.x & (TW - 1), ly = threadIdx.x / TW, ly_step = blockDim.x / TW;
   for (int64_t i = blockIdx.z; i < n; i += gridDim.z) {
     const TileDesc& d = descs[i];
     const Axis &ay = d.axis[0], &ax = d.axis[1];
@@ -158,51 +198,83 @@ __global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict
     const int th = static_cast<int>(ay.out_size - y0 < TH ? ay.out_size - y0 : TH);
     const resize::Range cols = resize::tap_range(ax, x0, x0 + tw - 1);
     const resize::Range rows_in = resize::tap_range(ay, y0, y0 + th - 1);
-    const int64_t c0 = cols.lo, r0 = rows_in.lo;
+    const int64_t c0 = cols.lo, r0 = rows_in.lo, e0 = c0 * C;
     const int rows = static_cast<int>(rows_in.hi - r0), seg = static_cast<int>(cols.hi - c0) * C;
-    tile_taps(ax, x0, tw, c0, C, shape.taps_x, ix, wx);
-    tile_taps(ay, y0, th, r0, TW * C, shape.taps_y, iy, wy);
     const S* src = static_cast<const S*>(d.src);
     const int64_t src_pitch = ax.in_size * C;
-    load_patch(src, src_pitch, r0, rows, c0 * C, seg, patch);
+    const int ppitch = patch_pitch_bytes(seg, sizeof(S));
+    load_patch(src, src_pitch, r0, rows, e0, seg, patch, ppitch);
+    const int half = blockDim.x / 2;
+    tile_taps(ax, x0, tw, c0, C, shape.taps_x, 0, half, tx);
+    tile_taps(ay, y0, th, r0, TW * C, shape.taps_y, half, half, ty);
+    wait_patch();
     __syncthreads();
-    // Horizontal: every patch row to tw output columns.
+    // Horizontal: patch rows to tw output columns; a thread takes column lx of R rows at a
+    // time, reading each tap once for all of them.
     const int kx = ax.filter.table == resize::kNearest ? 1 : ax.filter.support;
-    const int ppitch = patch_pitch<S>(seg);
-    for (Walk w(tw); w.outer < rows; w.next()) {
-      const S* row = patch + w.outer * ppitch + row_start(src, src_pitch, r0 + w.outer, c0 * C);
-      float* out = mid + (w.outer * TW + w.inner) * C;
-      const int* taps = ix + w.inner * shape.taps_x;
-      const float* weights = wx + w.inner * shape.taps_x;
-      if constexpr (kC > 0) {
-        float acc[kC] = {};
-        for (int k = 0; k < kx; ++k) {
-          const S* px = row + taps[k];
+    if (lx < tw) {
+      const Tap* taps = tx + lx * shape.taps_x;
+      for (int r = ly; r < rows; r += R * ly_step) {
+        const S* row[R];
 #pragma unroll
-          for (int c = 0; c < kC; ++c) acc[c] += weights[k] * to_float(px[c]);
+        for (int j = 0; j < R; ++j) {
+          const int rj = r + j * ly_step < rows ? r + j * ly_step : rows - 1;
+          row[j] = patch_row(patch, ppitch, rj, src, src_pitch, r0, e0);
         }
+        if constexpr (kC > 0) {
+          float acc[R][kC] = {};
+          for (int k = 0; k < kx; ++k) {
+            const Tap t = taps[k];
+            const float w = __int_as_float(t.y);
 #pragma unroll
-        for (int c = 0; c < kC; ++c) out[c] = acc[c];
-      } else {
-        for (int c = 0; c < C; ++c) {
-          float acc = 0.f;
-          for (int k = 0; k < kx; ++k) acc += weights[k] * to_float(row[taps[k] + c]);
-          out[c] = acc;
+            for (int j = 0; j < R; ++j)
+#pragma unroll
+              for (int c = 0; c < kC; ++c) acc[j][c] += w * biased(row[j][t.x + c]);
+          }
+#pragma unroll
+          for (int j = 0; j < R; ++j) {
+            if (r + j * ly_step >= rows) break;
+            float* out = mid + ((r + j * ly_step) * TW + lx) * kC;
+#pragma unroll
+            for (int c = 0; c < kC; ++c) out[c] = acc[j][c] - kBias<S>;
+          }
+        } else {
+          for (int c = 0; c < C; ++c) {
+            float acc[R] = {};
+            for (int k = 0; k < kx; ++k) {
+              const Tap t = taps[k];
+              const float w = __int_as_float(t.y);
+#pragma unroll
+              for (int j = 0; j < R; ++j) acc[j] += w * biased(row[j][t.x + c]);
+            }
+#pragma unroll
+            for (int j = 0; j < R; ++j)
+              if (r + j * ly_step < rows) mid[((r + j * ly_step) * TW + lx) * C + c] = acc[j] - kBias<S>;
+          }
         }
       }
     }
     __syncthreads();
-    // Vertical: th x (tw x C) outputs; consecutive threads write consecutive elements.
+    // Vertical: th rows of tw x C outputs, 4 consecutive elements per thread (one 16-byte
+    // read of the resampled rows per tap; rows of TW x C floats keep them aligned).
     const int ky = ay.filter.table == resize::kNearest ? 1 : ay.filter.support;
     const int row_elems = tw * C;
+    const int64_t out_pitch = ax.out_size * C;
     D* dst = static_cast<D*>(d.dst) + (y0 * ax.out_size + x0) * C;
-    for (Walk w(row_elems); w.outer < th; w.next()) {
-      const int* taps = iy + w.outer * shape.taps_y;
-      const float* weights = wy + w.outer * shape.taps_y;
-      const float* col = mid + w.inner;
-      float acc = 0.f;
-      for (int k = 0; k < ky; ++k) acc += weights[k] * col[taps[k]];
-      dst[w.outer * ax.out_size * C + w.inner] = cmn::convert_sat<D>(acc);
+    for (Walk w((row_elems + 3) / 4); w.outer < th; w.next()) {
+      const Tap* taps = ty + w.outer * shape.taps_y;
+      const float* col = mid + 4 * w.inner;
+      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+      for (int k = 0; k < ky; ++k) {
+        const Tap t = taps[k];
+        const float wt = __int_as_float(t.y);
+        const float4 v = *reinterpret_cast<const float4*>(col + t.x);
+        acc.x += wt * v.x;
+        acc.y += wt * v.y;
+        acc.z += wt * v.z;
+        acc.w += wt * v.w;
+      }
+      store4(dst + w.outer * out_pitch + 4 * w.inner, acc, row_elems - 4 * w.inner);
     }
     __syncthreads();
   }
@@ -229,7 +301,8 @@ TileShape plan_tiles(const resize::Args& a, int64_t in_size, int64_t limit) {
       s.patch_rows = static_cast<int>(std::max<int64_t>(s.patch_rows, patch_extent(p.axis[0], s.tile_h)));
       s.patch_cols = static_cast<int>(std::max<int64_t>(s.patch_cols, patch_extent(p.axis[1], s.tile_w)));
     }
-    s.bytes = s.patch_at(C) + int64_t(s.patch_rows) * (s.patch_cols * C + 8) * in_size;
+    s.bytes = s.patch_at(C) +
+              int64_t(s.patch_rows) * patch_pitch_bytes(s.patch_cols * C, static_cast<int>(in_size));
     if (s.bytes <= limit) return s;
   }
   return TileShape{0};
@@ -258,17 +331,27 @@ void launch_tiles(const resize::Args& a, const TileShape& shape, cudaStream_t st
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+// Shared memory per block that lets four blocks share a multiprocessor (as many as the
+// registers allow), and the most a block may have; asked once per device.
+std::pair<int64_t, int64_t> smem_limits(int device) {
+  static std::atomic<int64_t> cache[64][2] = {};
+  auto& c = cache[device & 63];
+  if (c[1].load() == 0) {
+    int per_sm = 0, optin = 0;
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    c[0] = std::min<int64_t>(optin, per_sm / 4 - 1024);  // the driver reserves 1 KiB a block
+    c[1] = optin;
+  }
+  return {c[0].load(), c[1].load()};
+}
+
 // Whole-batch launch of the tiled kernel, or false when no tile fits in shared memory.
 bool resize_tiles(const resize::Args& a, at::ScalarType out_dtype, cudaStream_t stream) {
   const int64_t in_size = a.images[0].element_size();
-  // Tiles up to 48 KiB leave room for several blocks per multiprocessor; more only if needed.
-  TileShape shape = plan_tiles(a, in_size, 48 * 1024);
-  if (shape.tile_w == 0) {
-    int optin = 0;
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                                          a.images[0].device().index()));
-    shape = plan_tiles(a, in_size, optin);
-  }
+  const auto [shared4, optin] = smem_limits(a.images[0].device().index());
+  TileShape shape = plan_tiles(a, in_size, shared4);
+  if (shape.tile_w == 0) shape = plan_tiles(a, in_size, optin);
   if (shape.tile_w == 0) return false;
   resize::dispatch(a.images[0].scalar_type(), out_dtype, [&](auto in_tag, auto out_tag) {
     using S = decltype(in_tag);
