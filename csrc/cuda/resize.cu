@@ -62,31 +62,37 @@ struct TileShape {
 using Tap = int2;
 
 // Normalized taps of outputs [o0, o0 + count) of `ax`, an output per thread of [t0, t0 + nt):
-// offsets (source index - base) * pitch and weights, `stride` per output (unused ones weigh 0).
-__device__ void tile_taps(const Axis& ax, int64_t o0, int count, int64_t base, int pitch,
-                          int stride, int t0, int nt, Tap* taps) {
+// offsets (source index - base) * pitch and weights; tap k of output o at
+// taps[o * o_stride + k * k_stride], `n` taps per output (unused ones weigh 0).
+__device__ void tile_taps(const Axis& ax, int64_t o0, int count, int64_t base, int pitch, int n,
+                          int o_stride, int k_stride, int t0, int nt, Tap* taps) {
   const int t = static_cast<int>(threadIdx.x) - t0;
   if (t < 0 || t >= nt) return;
   for (int o = t; o < count; o += nt) {
-    Tap* out = taps + o * stride;
+    Tap* out = taps + o * o_stride;
     int k = 0;
     const float sum = resize::for_taps(ax, o0 + o, [&](int64_t s, float c) {
-      out[k++] = Tap{static_cast<int>(s - base) * pitch, __float_as_int(c)};
+      out[k++ * k_stride] = Tap{static_cast<int>(s - base) * pitch, __float_as_int(c)};
     });
     const float norm = sum != 0.f ? 1.f / sum : 1.f;
-    for (int j = 0; j < k; ++j) out[j].y = __float_as_int(__int_as_float(out[j].y) * norm);
-    for (; k < stride; ++k) out[k] = Tap{0, 0};
+    for (int j = 0; j < k; ++j) {
+      int& w = out[j * k_stride].y;
+      w = __float_as_int(__int_as_float(w) * norm);
+    }
+    for (; k < n; ++k) out[k * k_stride] = Tap{0, 0};
   }
 }
 
 // A flattened loop over outer x inner iterations, the block's threads blockDim.x apart: a
-// thread starts at its own (outer, inner) and steps without dividing.
+// thread starts at its own (outer, inner) and steps without dividing. (a + 0.5) / n in float
+// is exact enough for a floor: a, n < 2^12 keep it 0.5 / n away from an integer.
 struct Walk {
   int outer, inner, n_inner, step_outer, step_inner;
   __device__ explicit Walk(int n) : n_inner(n) {
-    outer = threadIdx.x / n;
+    const float inv = __frcp_rn(static_cast<float>(n));
+    outer = static_cast<int>((threadIdx.x + 0.5f) * inv);
     inner = threadIdx.x - outer * n;
-    step_outer = blockDim.x / n;
+    step_outer = static_cast<int>((blockDim.x + 0.5f) * inv);
     step_inner = blockDim.x - step_outer * n;
   }
   __device__ void next() {
@@ -205,15 +211,16 @@ __global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict
     const int ppitch = patch_pitch_bytes(seg, sizeof(S));
     load_patch(src, src_pitch, r0, rows, e0, seg, patch, ppitch);
     const int half = blockDim.x / 2;
-    tile_taps(ax, x0, tw, c0, C, shape.taps_x, 0, half, tx);
-    tile_taps(ay, y0, th, r0, TW * C, shape.taps_y, half, half, ty);
+    // Column taps k-major (a warp's threads read consecutive ones), row taps output-major.
+    tile_taps(ax, x0, tw, c0, C, shape.taps_x, 1, TW, 0, half, tx);
+    tile_taps(ay, y0, th, r0, TW * C, shape.taps_y, shape.taps_y, 1, half, half, ty);
     wait_patch();
     __syncthreads();
     // Horizontal: patch rows to tw output columns; a thread takes column lx of R rows at a
     // time, reading each tap once for all of them.
     const int kx = ax.filter.table == resize::kNearest ? 1 : ax.filter.support;
     if (lx < tw) {
-      const Tap* taps = tx + lx * shape.taps_x;
+      const Tap* taps = tx + lx;
       for (int r = ly; r < rows; r += R * ly_step) {
         const S* row[R];
 #pragma unroll
@@ -224,7 +231,7 @@ __global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict
         if constexpr (kC > 0) {
           float acc[R][kC] = {};
           for (int k = 0; k < kx; ++k) {
-            const Tap t = taps[k];
+            const Tap t = taps[k * TW];
             const float w = __int_as_float(t.y);
 #pragma unroll
             for (int j = 0; j < R; ++j)
@@ -242,7 +249,7 @@ __global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict
           for (int c = 0; c < C; ++c) {
             float acc[R] = {};
             for (int k = 0; k < kx; ++k) {
-              const Tap t = taps[k];
+              const Tap t = taps[k * TW];
               const float w = __int_as_float(t.y);
 #pragma unroll
               for (int j = 0; j < R; ++j) acc[j] += w * biased(row[j][t.x + c]);
