@@ -7,12 +7,12 @@ import warnings
 import numpy as np
 import torch
 
-from . import _current
-from .executor import AsyncRunner, Executor, SyncRunner, _Failure, _Halt
-from .graph import DataNode, call_operator, topological_order
-from .operators.external_source import worker_spec
-from .workers import ParallelSource, WorkerPool
-from .tensor_list import TensorListGPU
+from .. import _current
+from ..executor import AsyncRunner, Executor, SyncRunner, _Failure, _Halt
+from ..graph import DataNode, call_operator, topological_order
+from ..operators.external_source import worker_spec
+from ..workers import ParallelSource, WorkerPool
+from ..tensor_list import TensorListGPU
 
 _CHECKPOINT_VERSION = 1
 
@@ -460,7 +460,7 @@ class Pipeline:
 
     def save_graph_to_dot_file(self, filename, *, show_tensors=False, show_ids=None, use_colors=False):
         """Write the operator graph in Graphviz dot format."""
-        from .dot import graph_to_dot
+        from ..dot import graph_to_dot
         self._ensure_graph()
         with open(filename, "w") as f:
             f.write(graph_to_dot(self._outputs, self._sinks, show_tensors, use_colors))
