@@ -119,7 +119,8 @@ class Executor:
         it.data = None
         return it
 
-    def _run_step(self, step, it):
+    @staticmethod
+    def _run_step(step, it):
         ctx = it.ctx
         inputs = [it.data[k] for k in step.inputs]
         arg_batches = {name: it.data[k] for name, k in step.arg_inputs.items()}
@@ -138,7 +139,7 @@ class Executor:
         if len(outs) != len(step.node.outputs):
             raise step.impl.error(f"produced {len(outs)} outputs, expected {len(step.node.outputs)}")
         if ctx.dropped:
-            self._drop(it, sorted(set(ctx.dropped)))
+            Executor._drop(it, sorted(set(ctx.dropped)))
         src_info = inputs[0].source_info if inputs else None
         for i, out in enumerate(outs):
             if not isinstance(out, TensorList):
