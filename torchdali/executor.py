@@ -65,7 +65,8 @@ class Executor:
         # (.gpu(), constants, arithmetic) doesn't shift them, so moving a pipeline's
         # operators to the GPU keeps its random numbers.
         rank = {op_id: i for i, op_id in enumerate(sorted(n.id for n in order if not n.schema.internal))}
-        rank.update({n.id: len(rank) + n.id for n in order if n.schema.internal})
+        internal = sorted(n.id for n in order if n.schema.internal)
+        rank.update({op_id: len(rank) + i for i, op_id in enumerate(internal)})  # stable checkpoint keys
         self.steps = []
         for node in order:
             seed = node.args.get("seed", -1)
@@ -190,13 +191,24 @@ class Executor:
         return {s.key: s.impl.state_dict() for s in (steps if steps is not None else self.steps)}
 
     def load_states(self, states):
+        """Restore every operator, or none: a state an operator rejects puts back the
+        states loaded before it."""
         by_name = {s.key: s for s in self.steps}
+        if not isinstance(states, dict) or not all(isinstance(v, dict) for v in states.values()):
+            raise ValueError("checkpoint: the operator states are malformed")
         missing = set(by_name) ^ set(states)
         if missing:
             raise ValueError(f"the checkpoint does not match this pipeline (operators differ: "
                              f"{sorted(missing)[:5]})")
+        before = self.states()
         for name, state in states.items():
-            by_name[name].impl.load_state_dict(state)
+            try:
+                by_name[name].impl.load_state_dict(state)
+            except Exception as e:
+                for key, old in before.items():
+                    by_name[key].impl.load_state_dict(old)
+                raise ValueError(f"the checkpoint does not match this pipeline: operator '{name}' "
+                                 f"rejects its state ({type(e).__name__}: {e})") from None
 
     def reset(self):
         for s in self.steps:

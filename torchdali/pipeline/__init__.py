@@ -445,7 +445,7 @@ class Pipeline:
             raise ValueError("checkpoint: not a torchdali checkpoint")
         if data.get("version") != _CHECKPOINT_VERSION:
             raise ValueError(f"checkpoint: version {data.get('version')} is not supported")
-        self._executor.load_states(data["operators"])
+        self._executor.load_states(data.get("operators"))
         self._iterator_data = data.get("iterator_data")
         self._restored = True
 
