@@ -170,3 +170,12 @@ def test_a_rejected_state_restores_nothing(files):
 def test_checkpoint_needs_enable_checkpointing(files):
     with pytest.raises(RuntimeError, match="enable_checkpointing"):
         make("random.uniform", files["ten"], enable_checkpointing=False).checkpoint()
+
+
+def test_operator_names_must_be_unique():
+    @dali.pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def pipe():
+        return fn.random.uniform(name="u"), fn.random.normal(name="u")
+
+    with pytest.raises(RuntimeError, match=r"operator names are not unique: \['u'\]"):
+        pipe().build()

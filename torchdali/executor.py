@@ -82,6 +82,10 @@ class Executor:
             # Names that are the same for every instance of one definition (checkpoints).
             step.key = node.args.get("name") or f"{node.schema.name}#{rank[node.id]}"
             self.steps.append(step)
+        names = collections.Counter(s.key for s in self.steps)
+        repeated = sorted(k for k, n in names.items() if n > 1)
+        if repeated:  # as DALI: names identify operators (feed_input, readers, checkpoints)
+            raise RuntimeError(f"the pipeline is invalid because operator names are not unique: {repeated}")
         self.cpu_steps = [s for s in self.steps if s.node.device == "cpu"]
         self.gpu_steps = [s for s in self.steps if s.node.device != "cpu"]
         self.uses_gpu = bool(self.gpu_steps) or any(x.device == "gpu" for x in outputs)

@@ -449,6 +449,58 @@ class Pipeline:
         self._iterator_data = data.get("iterator_data")
         self._restored = True
 
+    # --- serialization (torchdali/serialize.py, docs/serialization.md) ---
+    def serialize(self, define_graph=None, filename=None):
+        """The graph and parameters as versioned JSON text (also written to `filename`).
+        Graphs with Python callbacks cannot be serialized."""
+        from ..serialize import serialize_pipeline
+        if define_graph is not None and self._graph_defined:
+            raise RuntimeError("serialize(): define_graph cannot be given when the outputs are already set")
+        self._ensure_graph(define_graph)
+        text = serialize_pipeline(self)
+        if filename is not None:
+            with open(filename, "w") as f:
+                f.write(text)
+        return text
+
+    @classmethod
+    def deserialize(cls, serialized_pipeline=None, filename=None, **kwargs):
+        """A built pipeline from serialize()'s text or file; `kwargs` override the stored
+        Pipeline arguments (batch_size, num_threads, device_id, seed, ...)."""
+        from ..serialize import load
+        if (serialized_pipeline is None) == (filename is None):
+            raise ValueError("deserialize(): give serialized_pipeline or filename, not both")
+        if filename is not None:
+            with open(filename) as f:
+                serialized_pipeline = f.read()
+        params, build_graph = load(serialized_pipeline)
+        pipe = cls(**{**params, **kwargs})
+        pipe._define_from(build_graph)
+        pipe.build()
+        return pipe
+
+    def deserialize_and_build(self, serialized_pipeline):
+        """Take the graph (and, where this pipeline left them unset, batch_size,
+        num_threads, device_id and seed) from serialize()'s text, then build."""
+        from ..serialize import load
+        params, build_graph = load(serialized_pipeline)
+        if self._batch_size is None or self._batch_size < 1:
+            self._batch_size = params["batch_size"]
+        if self._num_threads is None or self._num_threads < 1:
+            self._num_threads = params["num_threads"]
+        if self._device_id_arg == -1:
+            self._device_id_arg = params["device_id"]
+        if self._seed_arg is None or self._seed_arg < 0:
+            self._seed_value = params["seed"]
+        self._define_from(build_graph)
+        self.build()
+
+    def _define_from(self, build_graph):
+        with self:
+            outputs, sinks = build_graph()
+        self._sinks.extend(op for op in sinks if op not in self._sinks)
+        self.set_outputs(*outputs)
+
     # --- introspection ---
     def output_stream(self):
         """The CUDA stream the GPU stage runs on (None for CPU-only pipelines)."""
