@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from .graph import topological_order
+from .stats import MemoryStats
 from .operators.base import Args, OpSpec, RunContext
 from .tensor_list import TensorList
 
@@ -100,6 +101,8 @@ class Executor:
         self.iteration = 0
         self.state_lock = threading.Lock()
         self.snapshots = {}  # iteration index -> operator states before it ran (checkpoints)
+        # As in DALI, the dynamic executor keeps no statistics.
+        self.memory_stats = MemoryStats() if pipe.enable_memory_stats and not pipe.exec_dynamic else None
 
     # --- one iteration, stage by stage ---
     def run_cpu_stage(self):
@@ -110,6 +113,7 @@ class Executor:
         self.iteration += 1
         for step in self.cpu_steps:
             self._run_step(step, it)
+            self._record_memory(step, it)
         return it
 
     def run_gpu_stage(self, it):
@@ -118,6 +122,7 @@ class Executor:
             with torch.cuda.device(self.cuda_device), torch.cuda.stream(self.stream):
                 for step in self.gpu_steps:
                     self._run_step(step, it)
+                    self._record_memory(step, it)
                 it.event = torch.cuda.Event()
                 it.event.record(self.stream)
         it.outputs = [it.data[key] for key in self.outputs]
@@ -154,6 +159,10 @@ class Executor:
             it.data[(step.node.id, i)] = out
         if step.impl.is_source and not step.inputs and outs:
             ctx.batch_size = len(it.data[(step.node.id, 0)])
+
+    def _record_memory(self, step, it):
+        if self.memory_stats is not None:
+            self.memory_stats.record(step.node, [it.data[(step.node.id, i)] for i in range(len(step.node.outputs))])
 
     @staticmethod
     def _drop(it, indices):

@@ -13,6 +13,7 @@ from ..graph import DataNode, call_operator, topological_order
 from ..operators.external_source import worker_spec
 from ..workers import ParallelSource, WorkerPool
 from ..tensor_list import TensorListGPU
+from . import output_checks
 
 _CHECKPOINT_VERSION = 1
 
@@ -78,6 +79,8 @@ class Pipeline:
         self._py_callback_pickler = py_callback_pickler
         self._py_pool = None
         self._py_specs = {}
+        output_checks.check_declaration("output_dtype", output_dtype)
+        output_checks.check_declaration("output_ndim", output_ndim)
         self._output_dtype = output_dtype
         self._output_ndim = output_ndim
         self._outputs = None
@@ -182,10 +185,16 @@ class Pipeline:
         return self._restored
 
     def output_dtype(self):
-        return self._broadcast(self._output_dtype)
+        """The declared type of each output (None where not declared)."""
+        return self._output_declarations()[0]
 
     def output_ndim(self):
-        return self._broadcast(self._output_ndim)
+        """The declared number of dimensions of each output (None where not declared)."""
+        return self._output_declarations()[1]
+
+    def _output_declarations(self):
+        self._ensure_graph()
+        return output_checks.expand(self._output_dtype, self._output_ndim, len(self._outputs))
 
     # --- the current pipeline ---
     @staticmethod
@@ -276,6 +285,7 @@ class Pipeline:
         self._check_config()
         self._ensure_graph(define_graph)
         outputs = self._outputs
+        self._output_declarations()
         if any(x.device == "gpu" for x in outputs) or any(n.device != "cpu" for n in self._sinks):
             if self.device_id is None:
                 raise RuntimeError("the pipeline has GPU operators but no GPU: pass a device_id "
@@ -508,7 +518,13 @@ class Pipeline:
         return self._executor.stream
 
     def executor_statistics(self):
-        return {}
+        """Per operator ("CPU_name", "GPU_name", "MIXED_name"), the largest output sizes seen:
+        real_memory_size, max_real_memory_size, reserved_memory_size and
+        max_reserved_memory_size, one entry per output. Empty unless
+        enable_memory_stats=True (and exec_dynamic=False), as in DALI."""
+        self.build()
+        stats = self._executor.memory_stats
+        return stats.as_dict() if stats is not None else {}
 
     def save_graph_to_dot_file(self, filename, *, show_tensors=False, show_ids=None, use_colors=False):
         """Write the operator graph in Graphviz dot format."""
@@ -518,21 +534,7 @@ class Pipeline:
             f.write(graph_to_dot(self._outputs, self._sinks, show_tensors, use_colors))
 
     def _check_outputs(self, outs):
-        for kind, expected in (("dtype", self.output_dtype()), ("ndim", self.output_ndim())):
-            if expected is None:
-                continue
-            for i, (out, exp) in enumerate(zip(outs, expected)):
-                if exp is None or not len(out):
-                    continue
-                got = out.dtype if kind == "dtype" else out.as_torch_list()[0].dim()
-                if got != exp:
-                    raise RuntimeError(f"output {i}: {kind} is {got}, but the pipeline declares {exp}")
-
-    def _broadcast(self, value):
-        if value is None:
-            return None
-        n = len(self._outputs) if self._outputs is not None else 1
-        return list(value) if isinstance(value, (list, tuple)) else [value] * n
+        output_checks.check_outputs(outs, *self._output_declarations())
 
     def __del__(self):
         runner = getattr(self, "_runner", None)
