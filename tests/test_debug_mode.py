@@ -211,7 +211,7 @@ def test_output_checks_apply_in_debug_mode():
     def pipe():
         return fn.random.uniform()
 
-    with pytest.raises(RuntimeError, match="dtype"):
+    with pytest.raises(RuntimeError, match="Data type in the output_idx=0 does not match"):
         pipe().run()
 
 

@@ -128,7 +128,8 @@ class DebugPipeline(Pipeline):
         self._iteration += 1
         for message in ctx.messages:
             warnings.warn(message, stacklevel=4)
-        self._outputs = list(result)
+        self._outputs = list(result)  # what num_outputs and the output checks count
+        self._graph_defined = True
         self._check_outputs(result)
         return result
 
