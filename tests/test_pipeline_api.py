@@ -257,7 +257,7 @@ def test_output_dtype_and_ndim_are_checked():
     pipe(output_dtype=[types.FLOAT, types.INT32], output_ndim=[1, None]).run()
     with pytest.raises(RuntimeError, match="output_idx=1 does not match"):
         pipe(output_dtype=[None, types.FLOAT]).run()
-    with pytest.raises(RuntimeError, match="ndim"):
+    with pytest.raises(RuntimeError, match="Number of dimensions in the output_idx=0"):
         pipe(output_ndim=2).run()
 
 
