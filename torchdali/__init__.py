@@ -9,6 +9,7 @@ from . import math
 from . import tensor_list as tensors
 from .graph import DataNode
 from .pipeline import Pipeline, pipeline_def, do_not_convert
+from .pipeline import experimental as _experimental  # noqa: F401  (dali.pipeline.experimental)
 
 __version__ = "0.1.0"
 

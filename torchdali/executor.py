@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from .graph import topological_order
+from .stats import MemoryStats
 from .operators.base import Args, OpSpec, RunContext
 from .tensor_list import TensorList
 
@@ -65,7 +66,8 @@ class Executor:
         # (.gpu(), constants, arithmetic) doesn't shift them, so moving a pipeline's
         # operators to the GPU keeps its random numbers.
         rank = {op_id: i for i, op_id in enumerate(sorted(n.id for n in order if not n.schema.internal))}
-        rank.update({n.id: len(rank) + n.id for n in order if n.schema.internal})
+        internal = sorted(n.id for n in order if n.schema.internal)
+        rank.update({op_id: len(rank) + i for i, op_id in enumerate(internal)})  # stable checkpoint keys
         self.steps = []
         for node in order:
             seed = node.args.get("seed", -1)
@@ -81,6 +83,10 @@ class Executor:
             # Names that are the same for every instance of one definition (checkpoints).
             step.key = node.args.get("name") or f"{node.schema.name}#{rank[node.id]}"
             self.steps.append(step)
+        names = collections.Counter(s.key for s in self.steps)
+        repeated = sorted(k for k, n in names.items() if n > 1)
+        if repeated:  # as DALI: names identify operators (feed_input, readers, checkpoints)
+            raise RuntimeError(f"the pipeline is invalid because operator names are not unique: {repeated}")
         self.cpu_steps = [s for s in self.steps if s.node.device == "cpu"]
         self.gpu_steps = [s for s in self.steps if s.node.device != "cpu"]
         self.uses_gpu = bool(self.gpu_steps) or any(x.device == "gpu" for x in outputs)
@@ -95,6 +101,8 @@ class Executor:
         self.iteration = 0
         self.state_lock = threading.Lock()
         self.snapshots = {}  # iteration index -> operator states before it ran (checkpoints)
+        # As in DALI, the dynamic executor keeps no statistics.
+        self.memory_stats = MemoryStats() if pipe.enable_memory_stats and not pipe.exec_dynamic else None
 
     # --- one iteration, stage by stage ---
     def run_cpu_stage(self):
@@ -105,6 +113,7 @@ class Executor:
         self.iteration += 1
         for step in self.cpu_steps:
             self._run_step(step, it)
+            self._record_memory(step, it)
         return it
 
     def run_gpu_stage(self, it):
@@ -113,13 +122,15 @@ class Executor:
             with torch.cuda.device(self.cuda_device), torch.cuda.stream(self.stream):
                 for step in self.gpu_steps:
                     self._run_step(step, it)
+                    self._record_memory(step, it)
                 it.event = torch.cuda.Event()
                 it.event.record(self.stream)
         it.outputs = [it.data[key] for key in self.outputs]
         it.data = None
         return it
 
-    def _run_step(self, step, it):
+    @staticmethod
+    def _run_step(step, it):
         ctx = it.ctx
         inputs = [it.data[k] for k in step.inputs]
         arg_batches = {name: it.data[k] for name, k in step.arg_inputs.items()}
@@ -138,7 +149,7 @@ class Executor:
         if len(outs) != len(step.node.outputs):
             raise step.impl.error(f"produced {len(outs)} outputs, expected {len(step.node.outputs)}")
         if ctx.dropped:
-            self._drop(it, sorted(set(ctx.dropped)))
+            Executor._drop(it, sorted(set(ctx.dropped)))
         src_info = inputs[0].source_info if inputs else None
         for i, out in enumerate(outs):
             if not isinstance(out, TensorList):
@@ -148,6 +159,10 @@ class Executor:
             it.data[(step.node.id, i)] = out
         if step.impl.is_source and not step.inputs and outs:
             ctx.batch_size = len(it.data[(step.node.id, 0)])
+
+    def _record_memory(self, step, it):
+        if self.memory_stats is not None:
+            self.memory_stats.record(step.node, [it.data[(step.node.id, i)] for i in range(len(step.node.outputs))])
 
     @staticmethod
     def _drop(it, indices):
@@ -189,13 +204,24 @@ class Executor:
         return {s.key: s.impl.state_dict() for s in (steps if steps is not None else self.steps)}
 
     def load_states(self, states):
+        """Restore every operator, or none: a state an operator rejects puts back the
+        states loaded before it."""
         by_name = {s.key: s for s in self.steps}
+        if not isinstance(states, dict) or not all(isinstance(v, dict) for v in states.values()):
+            raise ValueError("checkpoint: the operator states are malformed")
         missing = set(by_name) ^ set(states)
         if missing:
             raise ValueError(f"the checkpoint does not match this pipeline (operators differ: "
                              f"{sorted(missing)[:5]})")
+        before = self.states()
         for name, state in states.items():
-            by_name[name].impl.load_state_dict(state)
+            try:
+                by_name[name].impl.load_state_dict(state)
+            except Exception as e:
+                for key, old in before.items():
+                    by_name[key].impl.load_state_dict(old)
+                raise ValueError(f"the checkpoint does not match this pipeline: operator '{name}' "
+                                 f"rejects its state ({type(e).__name__}: {e})") from None
 
     def reset(self):
         for s in self.steps:

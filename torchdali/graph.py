@@ -159,6 +159,9 @@ def _as_input(value, schema, position):
 
 def call_operator(name, inputs, kwargs):
     """Add a call of operator `name` to the graph; returns its output DataNode(s)."""
+    pipe = _current.pipeline()
+    if getattr(pipe, "_eager_calls", False):  # a debug-mode pipeline runs each call now
+        return pipe._call_eagerly(name, inputs, kwargs)
     schema = _schema.get(name)
     inputs = list(inputs)
     extra = inputs[schema.max_inputs:]

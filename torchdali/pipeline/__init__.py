@@ -7,12 +7,13 @@ import warnings
 import numpy as np
 import torch
 
-from . import _current
-from .executor import AsyncRunner, Executor, SyncRunner, _Failure, _Halt
-from .graph import DataNode, call_operator, topological_order
-from .operators.external_source import worker_spec
-from .workers import ParallelSource, WorkerPool
-from .tensor_list import TensorListGPU
+from .. import _current
+from ..executor import AsyncRunner, Executor, SyncRunner, _Failure, _Halt
+from ..graph import DataNode, call_operator, topological_order
+from ..operators.external_source import worker_spec
+from ..workers import ParallelSource, WorkerPool
+from ..tensor_list import TensorListGPU
+from . import output_checks
 
 _CHECKPOINT_VERSION = 1
 
@@ -78,6 +79,8 @@ class Pipeline:
         self._py_callback_pickler = py_callback_pickler
         self._py_pool = None
         self._py_specs = {}
+        output_checks.check_declaration("output_dtype", output_dtype)
+        output_checks.check_declaration("output_ndim", output_ndim)
         self._output_dtype = output_dtype
         self._output_ndim = output_ndim
         self._outputs = None
@@ -182,10 +185,16 @@ class Pipeline:
         return self._restored
 
     def output_dtype(self):
-        return self._broadcast(self._output_dtype)
+        """The declared type of each output (None where not declared)."""
+        return self._output_declarations()[0]
 
     def output_ndim(self):
-        return self._broadcast(self._output_ndim)
+        """The declared number of dimensions of each output (None where not declared)."""
+        return self._output_declarations()[1]
+
+    def _output_declarations(self):
+        self._ensure_graph()
+        return output_checks.expand(self._output_dtype, self._output_ndim, len(self._outputs))
 
     # --- the current pipeline ---
     @staticmethod
@@ -276,6 +285,7 @@ class Pipeline:
         self._check_config()
         self._ensure_graph(define_graph)
         outputs = self._outputs
+        self._output_declarations()
         if any(x.device == "gpu" for x in outputs) or any(n.device != "cpu" for n in self._sinks):
             if self.device_id is None:
                 raise RuntimeError("the pipeline has GPU operators but no GPU: pass a device_id "
@@ -445,9 +455,61 @@ class Pipeline:
             raise ValueError("checkpoint: not a torchdali checkpoint")
         if data.get("version") != _CHECKPOINT_VERSION:
             raise ValueError(f"checkpoint: version {data.get('version')} is not supported")
-        self._executor.load_states(data["operators"])
+        self._executor.load_states(data.get("operators"))
         self._iterator_data = data.get("iterator_data")
         self._restored = True
+
+    # --- serialization (torchdali/serialize.py, docs/serialization.md) ---
+    def serialize(self, define_graph=None, filename=None):
+        """The graph and parameters as versioned JSON text (also written to `filename`).
+        Graphs with Python callbacks cannot be serialized."""
+        from ..serialize import serialize_pipeline
+        if define_graph is not None and self._graph_defined:
+            raise RuntimeError("serialize(): define_graph cannot be given when the outputs are already set")
+        self._ensure_graph(define_graph)
+        text = serialize_pipeline(self)
+        if filename is not None:
+            with open(filename, "w") as f:
+                f.write(text)
+        return text
+
+    @classmethod
+    def deserialize(cls, serialized_pipeline=None, filename=None, **kwargs):
+        """A built pipeline from serialize()'s text or file; `kwargs` override the stored
+        Pipeline arguments (batch_size, num_threads, device_id, seed, ...)."""
+        from ..serialize import load
+        if (serialized_pipeline is None) == (filename is None):
+            raise ValueError("deserialize(): give serialized_pipeline or filename, not both")
+        if filename is not None:
+            with open(filename) as f:
+                serialized_pipeline = f.read()
+        params, build_graph = load(serialized_pipeline)
+        pipe = cls(**{**params, **kwargs})
+        pipe._define_from(build_graph)
+        pipe.build()
+        return pipe
+
+    def deserialize_and_build(self, serialized_pipeline):
+        """Take the graph (and, where this pipeline left them unset, batch_size,
+        num_threads, device_id and seed) from serialize()'s text, then build."""
+        from ..serialize import load
+        params, build_graph = load(serialized_pipeline)
+        if self._batch_size is None or self._batch_size < 1:
+            self._batch_size = params["batch_size"]
+        if self._num_threads is None or self._num_threads < 1:
+            self._num_threads = params["num_threads"]
+        if self._device_id_arg == -1:
+            self._device_id_arg = params["device_id"]
+        if self._seed_arg is None or self._seed_arg < 0:
+            self._seed_value = params["seed"]
+        self._define_from(build_graph)
+        self.build()
+
+    def _define_from(self, build_graph):
+        with self:
+            outputs, sinks = build_graph()
+        self._sinks.extend(op for op in sinks if op not in self._sinks)
+        self.set_outputs(*outputs)
 
     # --- introspection ---
     def output_stream(self):
@@ -456,31 +518,23 @@ class Pipeline:
         return self._executor.stream
 
     def executor_statistics(self):
-        return {}
+        """Per operator ("CPU_name", "GPU_name", "MIXED_name"), the largest output sizes seen:
+        real_memory_size, max_real_memory_size, reserved_memory_size and
+        max_reserved_memory_size, one entry per output. Empty unless
+        enable_memory_stats=True (and exec_dynamic=False), as in DALI."""
+        self.build()
+        stats = self._executor.memory_stats
+        return stats.as_dict() if stats is not None else {}
 
     def save_graph_to_dot_file(self, filename, *, show_tensors=False, show_ids=None, use_colors=False):
         """Write the operator graph in Graphviz dot format."""
-        from .dot import graph_to_dot
+        from ..dot import graph_to_dot
         self._ensure_graph()
         with open(filename, "w") as f:
             f.write(graph_to_dot(self._outputs, self._sinks, show_tensors, use_colors))
 
     def _check_outputs(self, outs):
-        for kind, expected in (("dtype", self.output_dtype()), ("ndim", self.output_ndim())):
-            if expected is None:
-                continue
-            for i, (out, exp) in enumerate(zip(outs, expected)):
-                if exp is None or not len(out):
-                    continue
-                got = out.dtype if kind == "dtype" else out.as_torch_list()[0].dim()
-                if got != exp:
-                    raise RuntimeError(f"output {i}: {kind} is {got}, but the pipeline declares {exp}")
-
-    def _broadcast(self, value):
-        if value is None:
-            return None
-        n = len(self._outputs) if self._outputs is not None else 1
-        return list(value) if isinstance(value, (list, tuple)) else [value] * n
+        output_checks.check_outputs(outs, *self._output_declarations())
 
     def __del__(self):
         runner = getattr(self, "_runner", None)
