@@ -143,7 +143,7 @@ class if_stmt:
             return False
         self.cond.close()
         if exc_type is None:
-            raise SyntaxError(f"per-sample `if {self.cond.text}`: a branch left the `if` early (return, "
+            raise ValueError(f"per-sample `if {self.cond.text}`: a branch left the `if` early (return, "
                               "break or continue); only a `return` at the end of both branches is supported "
                               "for conditions that are DataNodes")
         return False
