@@ -5,10 +5,16 @@ import numpy as np
 
 from .. import _current
 from ..graph import DataNode, call_operator
-from .scope import Undefined
 from .transform import call  # noqa: F401  (used by rewritten code as __tdc_.call)
 
 _CONSTANT_TYPES = (bool, int, float, np.generic, np.ndarray)
+
+
+class Undefined:
+    """The value of a variable that a code path did not assign."""
+
+    def __init__(self, name):
+        self.name = name
 
 
 def _stack(cond):
@@ -42,6 +48,9 @@ class _Conditional:
     def merge(self, name, true, false):
         """The merged value of a variable (nested tuples, lists and dicts are merged leaf by leaf)."""
         what = f"variable '{name}'" if name != "__tdc_ret" else "the return value"
+        if name == "__tdc_ret" and (true is None) != (false is None):
+            missing = "if" if true is None else "else"
+            raise ValueError(f"per-sample `if {self.text}`: the `{missing}` branch must return a value too")
         if isinstance(true, Undefined) or isinstance(false, Undefined):
             missing = "else" if isinstance(false, Undefined) else "if"
             if name == "__tdc_ret":
@@ -122,8 +131,9 @@ class if_stmt:
             self.values[self.cond.entry.branch] = self._snapshot()
             self.cond.entry.branch = None
 
-    def initial_values(self):
-        return tuple(self.initial)
+    def defined(self, i):
+        """Whether variable i had a value before the `if` (to restore it for the `else` branch)."""
+        return not isinstance(self.initial[i], Undefined)
 
     def finish(self):
         """Merge the live variables (per-sample only): True when `merged` is to be assigned."""

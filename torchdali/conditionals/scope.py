@@ -14,16 +14,6 @@ import contextlib
 from ..graph import DataNode, call_operator
 
 
-class Undefined:
-    """The value of a variable that a code path did not assign."""
-
-    def __init__(self, name):
-        self.name = name
-
-    def __repr__(self):
-        return f"<undefined variable {self.name!r}>"
-
-
 class _Entry:
     """One open per-sample `if`: its predicate (at the enclosing path) and the branch traced now."""
 
@@ -71,8 +61,6 @@ class ConditionStack:
     # --- splitting and merging ---
     def route(self, node):
         """`node` as seen by the branch traced now."""
-        if isinstance(node, Undefined):
-            raise NameError(f"variable '{node.name}' is used before it is assigned on this code path")
         if not isinstance(node, DataNode):
             return node
         have, want = self.path_of(node), self.path()

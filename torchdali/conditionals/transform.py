@@ -193,15 +193,13 @@ class _Rewriter(ast.NodeTransformer):
     # --- statements ---
     def visit_If(self, node):
         names = analysis.assigned(node.body + node.orelse)
+        changed = set(analysis.assigned(node.body))  # restored before the `else` branch is traced
         live = [n for n in names if n in self.live.get(id(node), ())]
         text = ast.unparse(node.test)
         self.generic_visit(node)
         self.count += 1
         c = f"__tdc_if{self.count}"
-        stmts = ast.parse(_IF_TEMPLATE.format(c=c)).body
-        for n in (n for s in stmts for n in ast.walk(s)):  # the template's lines are the `if`'s
-            if hasattr(n, "lineno"):
-                ast.copy_location(n, node)
+        stmts = _at(node, ast.parse(_IF_TEMPLATE.format(c=c)).body)
         holes = {
             "TEST": node.test, "TEXT": ast.Constant(text),
             "NAMES": ast.Tuple([ast.Constant(n) for n in names], ast.Load()),
@@ -210,8 +208,8 @@ class _Rewriter(ast.NodeTransformer):
         }
         blocks = {
             "BODY": node.body, "ORELSE": node.orelse,
-            "RESTORE": [_assign(names, f"{c}.initial_values()")] if names else [ast.Pass()],
-            "MERGE": [_assign(live, f"{c}.merged")] if live else [ast.Pass()],
+            "RESTORE": _at(node, [s for i, n in enumerate(names) if n in changed for s in _restore(c, i, n)] or [ast.Pass()]),
+            "MERGE": _at(node, [_assign(live, f"{c}.merged")] if live else [ast.Pass()]),
         }
         return [_Fill(holes, blocks).visit(s) for s in stmts]
 
@@ -248,6 +246,20 @@ class _Rewriter(ast.NodeTransformer):
             return node
         node.func = ast.copy_location(ast.Call(_rt("call"), [node.func], []), node.func)
         return node
+
+
+def _at(node, stmts):
+    """Generated statements, placed on the line of the user's `node` (for tracebacks)."""
+    for n in (n for s in stmts for n in ast.walk(s)):
+        if isinstance(n, (ast.stmt, ast.expr, ast.excepthandler, ast.arg)):
+            ast.copy_location(n, node)
+    return stmts
+
+
+def _restore(c, i, name):
+    """Statements giving `name` its value from before the `if` again (unbound if it had none)."""
+    return ast.parse(f"if {c}.defined({i}):\n    {name} = {c}.initial[{i}]\n"
+                     f"else:\n    try:\n        del {name}\n    except NameError:\n        pass\n").body
 
 
 def _assign(names, source):
