@@ -209,9 +209,14 @@ class Augment:
     def apply(self, c, x):
         return x * -1 if c else x
 
+    def __call__(self, c, x):
+        if c:
+            x = x * 3
+        return x
+
 
 def calls_helpers(fn, types, c, x):
-    return helper_with_if(c, x), Augment().apply(c, x)
+    return helper_with_if(c, x), Augment().apply(c, x), Augment()(c, x)
 
 
 def calls_unconverted(fn, types, c, x):
@@ -222,6 +227,7 @@ def test_called_functions_are_converted_unless_do_not_convert():
     out = run(torchdali, calls_helpers, COND, X)
     assert [int(v) for v in out[0]] == [int(x) + 1000 * c for c, x in zip(COND, X)]
     assert [int(v) for v in out[1]] == [-int(x) if c else int(x) for c, x in zip(COND, X)]
+    assert [int(v) for v in out[2]] == [3 * int(x) if c else int(x) for c, x in zip(COND, X)]
     with pytest.raises(TypeError, match="do_not_convert"):
         run(torchdali, calls_unconverted, COND, X)
 
@@ -536,3 +542,17 @@ def test_source_must_be_available():
     exec("def body():\n    return fn.random.coin_flip()\n", namespace)
     with pytest.raises(ValueError, match="source of body is not available"):
         pipeline_def(namespace["body"], enable_conditionals=True, batch_size=1, num_threads=1)()
+
+
+def test_docs_examples_run(tmp_path):
+    """docs/conditionals.md's code blocks, in order, as one file (conversion reads sources)."""
+    import os
+    import re
+    import runpy
+    doc = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "conditionals.md")
+    with open(doc) as f:
+        blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
+    assert len(blocks) >= 3
+    script = tmp_path / "conditionals_doc.py"
+    script.write_text("\n".join(blocks))
+    runpy.run_path(str(script), run_name="conditionals_doc")

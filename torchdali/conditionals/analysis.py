@@ -9,20 +9,20 @@ _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
 def _walk_scope(node):
-    """Nodes of `node` that belong to its scope: nested functions, classes, lambdas and
-    comprehensions are not entered (their own names are theirs)."""
-    todo = [node]
-    while todo:
-        n = todo.pop()
-        yield n
-        for child in ast.iter_child_nodes(n):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                yield child  # its name is bound here; decorators and defaults run here too
-                todo.extend(child.decorator_list)
-                if not isinstance(child, ast.ClassDef):
-                    todo.extend(d for d in child.args.defaults + child.args.kw_defaults if d is not None)
-            elif not isinstance(child, (ast.Lambda,) + _COMPREHENSIONS):
-                todo.append(child)
+    """`node` and the nodes under it that belong to its scope, in source order: the
+    bodies of nested functions, classes, lambdas and comprehensions are not entered
+    (a def binds its name here, and its decorators and defaults run here)."""
+    yield node
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        children = list(node.decorator_list)
+        if not isinstance(node, ast.ClassDef):
+            children += [d for d in node.args.defaults + node.args.kw_defaults if d is not None]
+    elif isinstance(node, (ast.Lambda,) + _COMPREHENSIONS):
+        children = []
+    else:
+        children = ast.iter_child_nodes(node)
+    for child in children:
+        yield from _walk_scope(child)
 
 
 def assigned(stmts):

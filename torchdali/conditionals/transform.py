@@ -39,6 +39,10 @@ def call(f):
         return types.MethodType(func, f.__self__) if func is not f.__func__ else f
     if isinstance(f, types.FunctionType):
         return _convertible(f)
+    method = getattr(type(f), "__call__", None)
+    if isinstance(method, types.FunctionType):  # an instance of a class with a Python __call__
+        func = _convertible(method)
+        return types.MethodType(func, f) if func is not method else f
     return f
 
 
