@@ -157,7 +157,7 @@ def test_matches_dali(name):
     assert len(got) == len(expected) and all(len(g) == len(e) for g, e in zip(got, expected))
     for k, (out, exp) in enumerate(zip(got, expected)):
         for i, (g, e) in enumerate(zip(out, exp)):
-            assert g.shape == e.shape and g.dtype == e.dtype, f"output {k} sample {i}: {g.dtype}{g.shape} vs {e.dtype}{e.shape}"
+            assert (g.shape, g.dtype) == (e.shape, e.dtype), f"output {k} sample {i}"
             np.testing.assert_array_equal(g, e, err_msg=f"output {k} sample {i}")
 
 

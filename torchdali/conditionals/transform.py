@@ -178,8 +178,7 @@ class _Rewriter(ast.NodeTransformer):
             self.live[key] |= always
         fdef.body = [self.visit(s) for s in fdef.body]
         fdef.body = [s for stmt in fdef.body for s in (stmt if isinstance(stmt, list) else [stmt])]
-        for field in ("decorator_list",):
-            setattr(fdef, field, [self.visit(d) for d in getattr(fdef, field)])
+        fdef.decorator_list = [self.visit(d) for d in fdef.decorator_list]
         fdef.args = self.visit(fdef.args)
         return fdef
 
@@ -212,18 +211,19 @@ class _Rewriter(ast.NodeTransformer):
         }
         blocks = {
             "BODY": node.body, "ORELSE": node.orelse,
-            "RESTORE": _at(node, [s for i, n in enumerate(names) if n in changed for s in _restore(c, i, n)] or [ast.Pass()]),
+            "RESTORE": _at(node, [s for i, n in enumerate(names) if n in changed
+                                  for s in _restore(c, i, n)] or [ast.Pass()]),
             "MERGE": _at(node, [_assign(live, f"{c}.merged")] if live else [ast.Pass()]),
         }
         return [_Fill(holes, blocks).visit(s) for s in stmts]
 
     # --- expressions ---
     def visit_BoolOp(self, node):
+        text = ast.unparse(node)
         self.generic_visit(node)
         if _unsafe_in_lambda(node):
             return node
         kind = "and_" if isinstance(node.op, ast.And) else "or_"
-        text = ast.unparse(node)
         result = node.values[-1]
         for value in reversed(node.values[:-1]):
             result = ast.Call(_rt(kind), [value, _lambda(result), ast.Constant(text)], [])
