@@ -232,6 +232,39 @@ def test_called_functions_are_converted_unless_do_not_convert():
         run(torchdali, calls_unconverted, COND, X)
 
 
+def structures_loops_and_inner_functions(fn, types, c, x):
+    def bump(v):
+        if c:
+            return v + 100
+        return v
+
+    for _ in range(2):
+        if c:
+            d = {"a": x, "b": (x + 1, 5)}
+        else:
+            d = {"a": x * 0, "b": (x, 6)}
+        x = bump(d["a"])
+    return x, d["b"][0], d["b"][1]
+
+
+def test_structures_loops_and_inner_functions():
+    x, b0, b1 = run(torchdali, structures_loops_and_inner_functions, COND, X)
+    for c, v, gx, g0, g1 in zip(COND, X, x, b0, b1):
+        assert (int(gx), int(g0), int(g1)) == ((int(v) + 200, int(v) + 101, 5) if c else (0, 0, 6))
+
+
+def keeps_a_branch_value_in_a_list(fn, types, c, x):
+    kept = []
+    if c:
+        kept.append(x + 1)
+    return kept[0]
+
+
+def test_value_leaking_out_of_a_branch_is_an_error():
+    with pytest.raises(ValueError, match="computed inside a per-sample `if` branch and never merged"):
+        run(torchdali, keeps_a_branch_value_in_a_list, COND, X)
+
+
 def test_branches_of_different_shapes_give_a_ragged_batch():
     (out, kind) = run(torchdali, shapes, COND, images(N))
     for c, o, k, img in zip(COND, out, kind, images(N)):

@@ -17,7 +17,9 @@ def trace(pipe, func, args, kwargs):
     try:
         with pipe:
             outs = converted(*args, **kwargs)
-        flat = outs if isinstance(outs, (list, tuple)) else [outs]
+        flat = []
+        for out in (outs if isinstance(outs, (list, tuple)) else [outs]):
+            flat.extend(out if isinstance(out, (list, tuple)) else [out])
         pipe._conditions.check_outputs(flat)
         return outs
     finally:
