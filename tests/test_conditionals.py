@@ -592,3 +592,19 @@ def test_docs_examples_run(tmp_path):
     script = tmp_path / "conditionals_doc.py"
     script.write_text("\n".join(blocks))
     runpy.run_path(str(script), run_name="conditionals_doc")
+
+
+def yields_in_branches(c, x):
+    if c:
+        yield x + 1
+    else:
+        yield x
+
+
+def calls_a_generator(fn, types, c, x):
+    return list(yields_in_branches(c, x))[0]
+
+
+def test_yield_in_a_per_sample_branch_is_an_error():
+    with pytest.raises(ValueError, match="`yield` inside a branch is not supported"):
+        run(torchdali, calls_a_generator, COND, X)

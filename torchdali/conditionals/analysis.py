@@ -8,7 +8,7 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
-def _walk_scope(node):
+def walk_scope(node):
     """`node` and the nodes under it that belong to its scope, in source order: the
     bodies of nested functions, classes, lambdas and comprehensions are not entered
     (a def binds its name here, and its decorators and defaults run here)."""
@@ -22,14 +22,14 @@ def _walk_scope(node):
     else:
         children = ast.iter_child_nodes(node)
     for child in children:
-        yield from _walk_scope(child)
+        yield from walk_scope(child)
 
 
 def assigned(stmts):
     """Names bound by these statements in the enclosing function's scope, in first-seen order."""
     names = {}
     for stmt in stmts:
-        for n in _walk_scope(stmt):
+        for n in walk_scope(stmt):
             if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
                 names[n.id] = None
             elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):

@@ -91,14 +91,17 @@ class _Conditional:
 
 
 class if_stmt:
-    """`with if_stmt(cond, text, names, getters, live) as c:` around a rewritten `if`.
+    """`with if_stmt(cond, text, names, getters, live, yields) as c:` around a rewritten `if`.
 
     names/getters: the variables the branches assign and functions reading them;
-    live: those read after the `if`, which are merged."""
+    live: those read after the `if`, which are merged; yields: a branch has a `yield`."""
 
-    def __init__(self, cond, text, names, getters, live):
+    def __init__(self, cond, text, names, getters, live, yields):
         self.stack = _stack(cond)
         self.per_sample = self.stack is not None
+        if self.per_sample and yields:
+            raise ValueError(f"per-sample `if {text}`: `yield` inside a branch is not supported (both "
+                             "branches are traced, so both would yield)")
         if self.per_sample:
             self.cond = _Conditional(self.stack, cond, text)
             self.names, self.getters, self.live = names, getters, live

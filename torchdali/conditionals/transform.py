@@ -149,7 +149,7 @@ def _lambda(body):
 
 
 _IF_TEMPLATE = """
-with __tdc_.if_stmt(TEST, TEXT, NAMES, GETTERS, LIVE) as {c}:
+with __tdc_.if_stmt(TEST, TEXT, NAMES, GETTERS, LIVE, YIELDS) as {c}:
     if {c}.true_branch():
         BODY
         {c}.end_branch()
@@ -208,6 +208,8 @@ class _Rewriter(ast.NodeTransformer):
             "NAMES": ast.Tuple([ast.Constant(n) for n in names], ast.Load()),
             "GETTERS": ast.Tuple([_lambda(ast.Name(n, ast.Load())) for n in names], ast.Load()),
             "LIVE": ast.Tuple([ast.Constant(n) for n in live], ast.Load()),
+            "YIELDS": ast.Constant(any(isinstance(n, (ast.Yield, ast.YieldFrom)) for b in (node.body, node.orelse)
+                                       for s in b for n in analysis.walk_scope(s))),
         }
         blocks = {
             "BODY": node.body, "ORELSE": node.orelse,
