@@ -53,8 +53,6 @@ class _Conditional:
             raise ValueError(f"per-sample `if {self.text}`: the `{missing}` branch must return a value too")
         if isinstance(true, Undefined) or isinstance(false, Undefined):
             missing = "else" if isinstance(false, Undefined) else "if"
-            if name == "__tdc_ret":
-                raise ValueError(f"per-sample `if {self.text}`: the `{missing}` branch must return a value too")
             raise ValueError(f"per-sample `if {self.text}`: variable '{name}' is assigned in one branch only "
                              f"(not in the `{missing}` branch) but used after the `if`; assign it in every branch")
         if true is false and not isinstance(true, DataNode):
