@@ -9,6 +9,7 @@ so the CPU stage of the next batches overlaps the GPU stage of the current one.
 import atexit
 import collections
 import concurrent.futures
+import dataclasses
 import queue
 import threading
 import weakref
@@ -134,11 +135,14 @@ class Executor:
         ctx = it.ctx
         inputs = [it.data[k] for k in step.inputs]
         arg_batches = {name: it.data[k] for name, k in step.arg_inputs.items()}
-        for b in inputs + list(arg_batches.values()):
-            if len(b) != ctx.batch_size:
-                raise step.impl.error(f"inputs have {len(b)} samples but the batch has {ctx.batch_size}")
+        n = Executor._step_batch_size(step, inputs, arg_batches, ctx)
+        if n != ctx.batch_size:  # a per-sample conditional's branch: its part of the batch
+            ctx = dataclasses.replace(ctx, batch_size=n)
         try:
-            outs = step.impl.run(inputs, Args(step.impl.spec, arg_batches), ctx)
+            if n == 0 and (inputs or arg_batches):  # an empty branch: nothing to run
+                outs = [TensorList.make([], device=x.device) for x in step.node.outputs]
+            else:
+                outs = step.impl.run(inputs, Args(step.impl.spec, arg_batches), ctx)
         except StopIteration:
             raise
         except Exception as e:
@@ -149,6 +153,8 @@ class Executor:
         if len(outs) != len(step.node.outputs):
             raise step.impl.error(f"produced {len(outs)} outputs, expected {len(step.node.outputs)}")
         if ctx.dropped:
+            if step.node.in_branch:
+                raise step.impl.error("samples can't be skipped inside a per-sample `if` branch")
             Executor._drop(it, sorted(set(ctx.dropped)))
         src_info = inputs[0].source_info if inputs else None
         for i, out in enumerate(outs):
@@ -158,7 +164,21 @@ class Executor:
                 out.source_info = src_info
             it.data[(step.node.id, i)] = out
         if step.impl.is_source and not step.inputs and outs:
-            ctx.batch_size = len(it.data[(step.node.id, 0)])
+            it.ctx.batch_size = len(it.data[(step.node.id, 0)])
+
+    @staticmethod
+    def _step_batch_size(step, inputs, arg_batches, ctx):
+        """The samples a step runs on: the iteration's batch, or for an operator inside a
+        per-sample conditional's branch (torchdali.conditionals), that branch's samples."""
+        batches = list(arg_batches.values())
+        if not getattr(step.impl, "own_batch_sizes", False):
+            batches += inputs
+        sizes = {len(b) for b in batches}
+        if not sizes:
+            return ctx.batch_size
+        if len(sizes) > 1 or (not step.node.in_branch and sizes != {ctx.batch_size}):
+            raise step.impl.error(f"inputs have {sorted(sizes)} samples but the batch has {ctx.batch_size}")
+        return sizes.pop()
 
     def _record_memory(self, step, it):
         if self.memory_stats is not None:

@@ -111,6 +111,11 @@ class DataNode:
     __hash__ = object.__hash__
 
     def __bool__(self):
+        if getattr(_current.pipeline(), "_conditions", None) is not None:
+            raise TypeError(
+                f"{self.name}: a DataNode has no truth value outside a per-sample `if`, `if` expression, "
+                "`and`, `or` or `not` of the pipeline definition (e.g. in `while`, `bool()`, a lambda or a "
+                "function marked @do_not_convert)")
         raise TypeError(
             f"{self.name}: a DataNode has no truth value while the graph is defined. To branch "
             "per sample with `if`, decorate the pipeline with @pipeline_def(enable_conditionals=True).")
@@ -126,6 +131,7 @@ class OpNode:
         self.args = args  # converted constants (arg inputs present as None)
         self.inputs = inputs  # list[DataNode]
         self.arg_inputs = arg_inputs  # dict[str, DataNode]
+        self.in_branch = False  # runs on a per-sample conditional's part of the batch
         self.name = name or f"__{schema.fn_name}_{self.id}"
         out_device = "gpu" if device in ("gpu", "mixed") else "cpu"
         self.outputs = [DataNode(f"{self.name}[{i}]", out_device, self, i) for i in range(num_outputs)]
@@ -188,6 +194,9 @@ def call_operator(name, inputs, kwargs):
     inputs = [_as_input(x, schema, i) for i, x in enumerate(inputs)]
     kwargs = dict(kwargs)
     arg_inputs = {k: v for k, v in kwargs.items() if isinstance(v, DataNode)}
+    conditions = getattr(_current.pipeline(), "_conditions", None)  # see torchdali.conditionals
+    if conditions is not None:
+        inputs, arg_inputs = conditions.route_inputs(inputs, arg_inputs)
     device = kwargs.get("device")
     if device is None:
         device = "gpu" if any(isinstance(x, DataNode) and x.device == "gpu" for x in inputs) else "cpu"
@@ -215,6 +224,8 @@ def call_operator(name, inputs, kwargs):
             raise ValueError(f"{schema.name}: device '{device}' needs a GPU, but the pipeline was "
                              "created with device_id=None (CPU only)")
     node = OpNode(schema, device, args, inputs, arg_inputs, schema.outputs_for(args), args.get("name"))
+    if conditions is not None:
+        conditions.placed(node)
     if schema.side_effects or args.get("preserve"):
         pipe = _current.pipeline()
         if pipe is None:

@@ -217,7 +217,7 @@ def to_torch_array(x, operator="", arg="data"):
             raise TypeError(f"{operator}: {arg} holds Python objects, not numbers")
         if not x.flags.writeable:
             x = x.copy()
-        return torch.from_numpy(np.ascontiguousarray(x))
+        return torch.from_numpy(np.ascontiguousarray(x) if x.ndim else x)  # keeps 0-d samples 0-d
     if hasattr(x, "__cuda_array_interface__") or hasattr(x, "__dlpack__"):
         return torch.from_dlpack(x) if hasattr(x, "__dlpack__") else torch.as_tensor(x, device="cuda")
     if type(x).__name__ == "PyCapsule":

@@ -2,3 +2,4 @@
 from . import plumbing, arithmetic, conversions, random, external_source, readers, decoders, crop, color, resize, geometry  # noqa: F401
 from . import slicing, paste, decoder_crops, warp, normalize, filters, jitter  # noqa: F401
 from . import python_function  # noqa: F401
+from . import conditional  # noqa: F401

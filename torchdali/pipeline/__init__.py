@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import torch
 
-from .. import _current
+from .. import _current, conditionals
 from ..executor import AsyncRunner, Executor, SyncRunner, _Failure, _Halt
 from ..graph import DataNode, call_operator, topological_order
 from ..operators.external_source import worker_spec
@@ -85,6 +85,7 @@ class Pipeline:
         self._output_ndim = output_ndim
         self._outputs = None
         self._sinks = []
+        self._conditions = None  # a conditionals.ConditionStack while a conditional definition runs
         self._graph_defined = False
         self._built = False
         self._executor = None
@@ -592,8 +593,6 @@ def pipeline_def(fn=None, *, enable_conditionals=False, **pipeline_kwargs):
         unknown = set(pipeline_kwargs) - _PIPELINE_ARGS
         if unknown:
             raise TypeError(f"@pipeline_def: unknown Pipeline arguments {sorted(unknown)}")
-        if enable_conditionals:
-            raise NotImplementedError("enable_conditionals=True is not supported yet")
 
         @functools.wraps(func)
         def create(*args, **kwargs):
@@ -603,8 +602,11 @@ def pipeline_def(fn=None, *, enable_conditionals=False, **pipeline_kwargs):
             if unknown_call:
                 raise TypeError(f"{func.__name__}: unknown arguments {sorted(unknown_call)}")
             pipe = Pipeline(**{**pipeline_kwargs, **pipe_args})
-            with pipe:
-                outs = func(*args, **own)
+            if enable_conditionals:
+                outs = conditionals.trace(pipe, func, args, own)
+            else:
+                with pipe:
+                    outs = func(*args, **own)
             pipe.set_outputs(*(outs if isinstance(outs, (list, tuple)) else [outs]))
             return pipe
 
