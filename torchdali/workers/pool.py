@@ -5,6 +5,7 @@ the pipes and on the processes' sentinels together, so a worker that dies is not
 at once (never a hang). Results are kept by task id until their source asks for them,
 which keeps every batch in the order of the non-parallel run whatever order the
 workers finish in."""
+import collections
 import itertools
 import multiprocessing
 import multiprocessing.connection
@@ -18,7 +19,7 @@ import weakref
 import torch
 
 from . import worker
-from .shm import read_batch, remove_all, slot_path
+from .shm import SlotMaps, assemble, remove_all, sample_views, slot_end, slot_path
 
 
 class WorkerDied(RuntimeError):
@@ -96,6 +97,8 @@ class WorkerPool:
         self.lock = threading.RLock()
         self.task_ids = itertools.count()
         self.free_slots = []
+        self.returned = collections.deque()  # slots whose last tensor was freed (any thread)
+        self.maps = SlotMaps()
         self.slot_of = {}  # task id -> slot
         self.worker_of = {}  # task id -> worker index
         self.results = {}  # task id -> reply
@@ -147,6 +150,8 @@ class WorkerPool:
             return tid
 
     def _slot(self, samples, hint_bytes):
+        while self.returned:
+            self.free_slots.append(self.returned.popleft())
         if self.free_slots:
             return self.free_slots.pop()
         slot = len(self.res.slot_fds)
@@ -190,9 +195,26 @@ class WorkerPool:
             self.results[tid] = reply
 
     def read(self, tids, replies, num_outputs):
-        """Per output, the samples the `ok` replies of `tids` describe (in their order)."""
-        fds = [self.res.slot_fds[self.slot_of[t]] for t in tids]
-        return [read_batch([(fd, r[2][k]) for fd, r in zip(fds, replies)]) for k in range(num_outputs)]
+        """Per output, the samples the `ok` replies of `tids` describe (in their order). Slots
+        that tensors view stay leased until those tensors are freed."""
+        arrays = []
+        for t, r in zip(tids, replies):
+            slot = self.slot_of[t]
+            arrays.append(self.maps.array(slot, self.res.slot_fds[slot], slot_end(r[2])))
+        outputs, viewed = [], False
+        for k in range(num_outputs):
+            views = [v for arr, r in zip(arrays, replies) for v in sample_views(arr, r[2][k])]
+            out, is_view = assemble(views)
+            outputs.append(out)
+            viewed |= is_view
+        if viewed:
+            with self.lock:
+                for t, arr in zip(tids, arrays):
+                    if arr.size:  # an empty task's slot is not viewed: release() frees it
+                        self.worker_of.pop(t, None)
+                        # The views keep `arr` alive; deque.append is safe from any thread.
+                        weakref.finalize(arr, self.returned.append, self.slot_of.pop(t)).atexit = False
+        return outputs
 
     def release(self, tids):
         with self.lock:

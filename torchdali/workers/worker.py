@@ -11,6 +11,7 @@ import traceback
 
 from .. import types
 from .shm import as_array, remove_all, slot_path, write_samples
+from .source import batch_where, sample_where
 
 
 class SourceSpec:
@@ -87,19 +88,23 @@ def _compute(spec, kind, args, iterators, ctx_id):
             except StopIteration:
                 raise
             except BaseException as e:
-                e._torchdali_where = f"sample {first + j} (idx_in_batch {first_in_batch + j}, iteration " \
-                                     f"{iteration}, epoch {epoch})"
+                e._torchdali_where = sample_where(info)
                 raise
         n = len(per_sample[0]) if per_sample else 1
         return [[as_array(s[k], f"output {k} of sample {first + j}") for j, s in enumerate(per_sample)]
                 for k in range(n)]
-    if kind == "batch":
-        iteration, epoch = args
-        info = types.BatchInfo(iteration, epoch) if spec.batch_info else iteration
-        value = spec.source(info)
-    else:
-        value = iterators.next(ctx_id, spec, args[0])
-    return [_batch_samples(v, f"output {k} of the batch") for k, v in
+    iteration, epoch = args
+    try:
+        if kind == "batch":
+            value = spec.source(types.BatchInfo(iteration, epoch) if spec.batch_info else iteration)
+        else:
+            value = iterators.next(ctx_id, spec, epoch)
+    except StopIteration:
+        raise
+    except BaseException as e:
+        e._torchdali_where = batch_where(iteration, epoch)
+        raise
+    return [_batch_samples(v, f"output {k} of the batch of iteration {iteration}") for k, v in
             enumerate(_split(value, spec.num_outputs, "the batch"))]
 
 
