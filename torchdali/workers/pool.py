@@ -241,7 +241,7 @@ class WorkerPool:
     # --- failures and shutdown ---
     def _check(self):
         if self.failure is not None:
-            raise WorkerDied(str(self.failure))
+            raise WorkerDied(self.failure)
         if not self._finalizer.alive:
             raise RuntimeError("parallel external_source: the worker pool was closed")
 
@@ -250,9 +250,10 @@ class WorkerPool:
         p.join(timeout=1)
         if self.failure is None:
             self.failure = (f"parallel external_source: Python worker {k} (pid {p.pid}) "
-                            f"{_describe_exit(p.exitcode)}; the pool was shut down. Data of a killed "
-                            "worker cannot be recovered: create the pipeline again (an out-of-memory kill "
-                            "needs fewer py_num_workers or a smaller prefetch_queue_depth).")
+                            f"{_describe_exit(p.exitcode)}; the pool was shut down and the pipeline "
+                            "cannot continue, even after reset(): create a new pipeline (an "
+                            "out-of-memory kill needs fewer py_num_workers or a smaller "
+                            "prefetch_queue_depth).")
         self.close()
         raise WorkerDied(self.failure)
 
