@@ -187,7 +187,8 @@ def test_samples_view_shared_memory_until_freed_then_slots_are_reused():
     gc.collect()
     for _ in range(30):
         pipe.run()
-    assert len(pipe.external_source_shm_statistics()["capacities"]) == slots_while_held
+    # Without reuse, 60 more slots; a few more may be in flight now than before.
+    assert len(pipe.external_source_shm_statistics()["capacities"]) <= slots_while_held + 4
 
 
 def test_a_tensor_outlives_its_pipeline():
