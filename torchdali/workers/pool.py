@@ -1,16 +1,16 @@
 """The pool of Python worker processes behind a pipeline's parallel `external_source`s.
 
-The pipeline's process sends small task messages over one pipe per worker and waits on
-the pipes and on the processes' sentinels together, so a worker that dies is noticed
+The pipeline's process sends small task messages over one pipe per worker and polls
+the pipes and the processes' sentinels together, so a worker that dies is noticed
 at once (never a hang). Results are kept by task id until their source asks for them,
 which keeps every batch in the order of the non-parallel run whatever order the
 workers finish in."""
 import collections
 import itertools
 import multiprocessing
-import multiprocessing.connection
 import os
 import secrets
+import select
 import signal
 import threading
 import types as pytypes
@@ -126,6 +126,13 @@ class WorkerPool:
             child.close()
             self.res.procs.append(p)
             self.res.conns.append(parent)
+        # One poll set for the whole life of the pool: replies, and exits through the sentinels.
+        self.poller = select.poll()
+        self.fd_owner = {}
+        for k, (conn, p) in enumerate(zip(self.res.conns, self.res.procs)):
+            for fd, kind in ((conn.fileno(), "reply"), (p.sentinel, "exit")):
+                self.poller.register(fd, select.POLLIN)
+                self.fd_owner[fd] = (kind, k)
 
     # --- tasks ---
     def pin(self, ctx_id):
@@ -172,18 +179,20 @@ class WorkerPool:
                 self._pump()
 
     def _pump(self, timeout=0.5):
-        conns, procs = self.res.conns, self.res.procs
-        ready = multiprocessing.connection.wait(conns + [p.sentinel for p in procs], timeout)
-        for k, conn in enumerate(conns):
-            if conn in ready:
-                try:
-                    while conn.poll():
-                        self._accept(k, conn.recv())
-                except (EOFError, OSError):
-                    self._died(k)
-        for k, p in enumerate(procs):
-            if p.sentinel in ready:
-                self._died(k)
+        died = []
+        for fd, _ in self.poller.poll(timeout * 1000):
+            kind, k = self.fd_owner[fd]
+            if kind == "exit":
+                died.append(k)
+                continue
+            conn = self.res.conns[k]
+            try:
+                while conn.poll():
+                    self._accept(k, conn.recv())
+            except (EOFError, OSError):
+                died.append(k)
+        for k in died:  # after every reply that came before
+            self._died(k)
 
     def _accept(self, k, reply):
         tid = reply[1]
