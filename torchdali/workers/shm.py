@@ -1,7 +1,7 @@
 """Shared-memory slots that carry samples from worker processes to the pipeline.
 
 A slot is a file in /dev/shm (POSIX shared memory; a temp dir elsewhere) created by the
-pipeline's process. A worker writes a task's samples into its slot with `pwrite` and
+pipeline's process. A worker copies a task's samples into its mapping of the slot and
 sends back only their descriptions (dtype, shape, offset, size). The pipeline maps the
 slot and hands samples of varying shapes out as tensors viewing it (no copy): the slot
 goes back to the pool only when the last of them is freed, so its bytes never change
@@ -56,23 +56,53 @@ def as_array(x, what):
     return a
 
 
-def write_samples(fd, outputs):
-    """Write `outputs` (per output, a list of arrays) into the slot `fd`; return their
-    descriptions [(dtype str, shape, offset, nbytes)] per output."""
-    offset = 0
-    meta = []
-    for samples in outputs:
-        descs = []
-        for a in samples:
-            descs.append((a.dtype.str, a.shape, offset, a.nbytes))
-            if a.nbytes:
-                view = memoryview(a.reshape(-1).view(np.uint8))
-                done = 0
-                while done < a.nbytes:
-                    done += os.pwrite(fd, view[done:], offset + done)
-            offset += (a.nbytes + _ALIGN - 1) // _ALIGN * _ALIGN
-        meta.append(descs)
-    return meta
+def _aligned(n):
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+class SlotWriter:
+    """A worker's mappings of the slots it writes into; a slot that a task outgrows is
+    enlarged (with a quarter more room, as sample sizes vary from batch to batch)."""
+
+    def __init__(self, prefix):
+        self.prefix = prefix
+        self.slots = {}  # slot -> [fd, mmap or None]
+
+    def write(self, slot, outputs):
+        """Copy `outputs` (per output, a list of arrays) into `slot`; return their
+        descriptions [(dtype str, shape, offset, nbytes)] per output."""
+        meta, offset = [], 0
+        for samples in outputs:
+            descs = []
+            for a in samples:
+                descs.append((a.dtype.str, a.shape, offset, a.nbytes))
+                offset += _aligned(a.nbytes)
+            meta.append(descs)
+        if offset:
+            mm = self._mapping(slot, offset)
+            for samples, descs in zip(outputs, meta):
+                for a, (_, _, off, n) in zip(samples, descs):
+                    if n:
+                        np.frombuffer(mm, np.uint8, n, off)[:] = a.reshape(-1).view(np.uint8)
+        return meta
+
+    def _mapping(self, slot, size):
+        entry = self.slots.get(slot)
+        if entry is None:
+            entry = self.slots[slot] = [os.open(slot_path(self.prefix, slot), os.O_RDWR), None]
+        fd, mm = entry
+        if mm is None or len(mm) < size:
+            capacity = os.fstat(fd).st_size
+            if capacity < size:
+                capacity = -(-(size + size // 4) // mmap.PAGESIZE) * mmap.PAGESIZE
+                os.ftruncate(fd, capacity)
+            entry[1] = mm = mmap.mmap(fd, capacity)
+        return mm
+
+    def close(self):
+        for fd, _ in self.slots.values():
+            os.close(fd)
+        self.slots.clear()
 
 
 def slot_end(descs):

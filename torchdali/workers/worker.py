@@ -10,7 +10,7 @@ import signal
 import traceback
 
 from .. import types
-from .shm import as_array, remove_all, slot_path, write_samples
+from .shm import SlotWriter, as_array, remove_all
 from .source import batch_where, sample_where
 
 
@@ -128,7 +128,7 @@ def main(index, conn, prefix, payload, loader, close_fds):
         except OSError:
             pass
     sources = load_sources(payload, loader)
-    fds = {}
+    slots = SlotWriter(prefix)
     iterators = _Iterators()
     try:
         while True:
@@ -143,14 +143,11 @@ def main(index, conn, prefix, payload, loader, close_fds):
             spec = sources[ctx_id]
             try:
                 outputs = _compute(spec, kind, args, iterators, ctx_id)
-                if slot not in fds:
-                    fds[slot] = os.open(slot_path(prefix, slot), os.O_RDWR)
-                reply = ("ok", task_id, write_samples(fds[slot], outputs))
+                reply = ("ok", task_id, slots.write(slot, outputs))
             except StopIteration:
                 reply = ("stop", task_id, None)
             except Exception as e:  # MemoryError too: the worker survives it
                 reply = _error_reply(task_id, e)
             conn.send(reply)
     finally:
-        for fd in fds.values():
-            os.close(fd)
+        slots.close()
