@@ -185,10 +185,8 @@ class WorkerPool:
             if kind == "exit":
                 died.append(k)
                 continue
-            conn = self.res.conns[k]
-            try:
-                while conn.poll():
-                    self._accept(k, conn.recv())
+            try:  # one reply per event: the next poll reports any other at once
+                self._accept(k, self.res.conns[k].recv())
             except (EOFError, OSError):
                 died.append(k)
         for k in died:  # after every reply that came before

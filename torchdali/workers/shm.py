@@ -140,6 +140,7 @@ def assemble(views):
     """One output of a batch from its samples' views: (a dense tensor, False) when all share
     dtype and shape (one copy, so the slots are free at once), else (a list of tensors
     viewing the slots, True)."""
-    if views and len({(v.dtype, v.shape) for v in views}) == 1:
+    first = views[0] if views else None
+    if first is not None and all(v.shape == first.shape and v.dtype == first.dtype for v in views):
         return torch.from_numpy(np.stack(views)), False
     return [torch.from_numpy(v) for v in views], True
