@@ -136,8 +136,9 @@ def _parse_file_list(op, path):
         Arg("shuffle_after_epoch", BOOL, False, "Shuffle the whole file list every epoch, identically "
             "on every shard."),
         Arg("shuffle_after_epoch_seed", INT, None, "Seed of the per-epoch shuffles (a fixed one by default)."),
-        # Mapping measured no faster than a read into the output tensor here, and Python's mmap
-        # keeps a descriptor open per mapped sample, so files are always read with plain I/O.
+        # Mapping measured no faster than a read into the output tensor here, and a mapping
+        # per sample costs a descriptor or a munmap per batch, so files are always read with
+        # plain I/O (torchdali::read_files, in C++ without the GIL).
         Arg("dont_use_mmap", BOOL, False, "Read with plain I/O instead of mapping files in memory; "
             "torchdali always reads with plain I/O."),
         Arg("read_ahead", BOOL, False, "Accepted for compatibility."),
