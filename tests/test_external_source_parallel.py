@@ -65,6 +65,13 @@ def sample_source(info):
             np.array([info.idx_in_batch, info.iteration, info.epoch_idx], np.int64))
 
 
+def growing_source(info):
+    """Samples that outgrow their slots from batch to batch (slots are enlarged and mapped again)."""
+    if info.iteration >= 4:
+        raise StopIteration
+    return np.full(1000 * 7 ** info.iteration + info.idx_in_batch, info.idx_in_epoch % 256, np.uint8)
+
+
 def batch_source(info):
     if info.iteration >= 2:
         raise StopIteration
@@ -117,6 +124,7 @@ CASES = {
     "per_sample": (sample_source, dict(num_outputs=2, batch=False)),
     "per_sample_default_batch": (sample_source, dict(num_outputs=2)),
     "per_sample_no_copy": (sample_source, dict(num_outputs=2, batch=False, no_copy=True)),
+    "growing": (growing_source, dict(batch=False)),
     "batch_info": (batch_source, dict(batch=True, batch_info=True)),
     "batch_iteration": (lambda i: batch_source(types.BatchInfo(i, 0)), dict(batch=True)),
 }
@@ -130,7 +138,7 @@ def test_parallel_equals_in_process(case, depth):
                            **{k: v for k, v in kwargs.items() if k not in ("batch", "no_copy")}))
     got = epochs(make(source, True, prefetch_queue_depth=depth, **kwargs))
     assert_same(got, expected)
-    assert len(got) == (6 if "per_sample" in case else 4)
+    assert len(got) == {"growing": 8}.get(case, 6 if "per_sample" in case else 4)
 
 
 def test_generator_function_runs_in_a_worker_and_restarts_each_epoch():
