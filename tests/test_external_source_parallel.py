@@ -162,6 +162,14 @@ def test_py_num_workers_zero_runs_in_process():
     assert pipe.external_source_shm_statistics() == {"capacities": [], "per_sample_capacities": []}
 
 
+def test_workers_use_one_intra_op_thread():
+    def src(info):
+        return np.int32([torch.get_num_threads()])
+
+    (out,) = make(src, True, workers=2).run()
+    assert out.as_torch().reshape(-1).tolist() == [1] * BATCH
+
+
 def test_samples_come_from_workers_through_shared_memory():
     def src(info):
         return np.full((1000,), os.getpid(), np.int64)

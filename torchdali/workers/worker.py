@@ -9,6 +9,8 @@ import os
 import signal
 import traceback
 
+import torch
+
 from .. import types
 from .shm import SlotWriter, as_array, remove_all
 from .source import batch_where, sample_where
@@ -122,6 +124,9 @@ def _error_reply(task_id, e):
 def main(index, conn, prefix, payload, loader, close_fds):
     """Serve tasks until told to stop or until the pipeline's process goes away."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the pipeline process's to handle
+    # One intra-op thread per worker, as in torch's DataLoader workers: py_num_workers
+    # processes already share the machine's cores.
+    torch.set_num_threads(1)
     for fd in close_fds:  # pipe ends of the pipeline process inherited by fork
         try:
             os.close(fd)
