@@ -61,7 +61,8 @@ def make(row, files, args):
 
 
 def measure(pipe, warmup, iterations):
-    """Images/s over `iterations` runs after `warmup` runs (resetting at each epoch's end)."""
+    """Images/s over `iterations` runs after `warmup` runs (resetting at each epoch's end),
+    and the CPU time of the pipeline's process per image (all its threads; not the workers)."""
     def run(n):
         done = 0
         for _ in range(n):
@@ -75,9 +76,9 @@ def measure(pipe, warmup, iterations):
 
     pipe.build()
     run(warmup)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     done = run(iterations)
-    return done / (time.perf_counter() - start)
+    return done / (time.perf_counter() - start), (time.process_time() - cpu) / done * 1e6
 
 
 def main(argv=None):
@@ -105,9 +106,9 @@ def main(argv=None):
     rates = {}
     for row in ROWS:
         pipe = make(row, files, args)
-        rates[row] = measure(pipe, warmup, args.iters)
+        rates[row], cpu_us = measure(pipe, warmup, args.iters)
         del pipe
-        print(f"{row:>26}: {rates[row]:10.1f} images/s")
+        print(f"{row:>26}: {rates[row]:10.1f} images/s  ({cpu_us:5.1f} us CPU per image in the pipeline's process)")
     par = rates["parallel external_source"]
     print(f"parallel / readers.file:   {par / rates['fn.readers.file']:.2f}x (goal: at least 0.9x)")
     print(f"parallel / single-process: {par / rates['single-process source']:.2f}x (goal: more than 4x)")

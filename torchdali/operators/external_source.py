@@ -170,14 +170,16 @@ class ExternalSource(Operator):
         callable_src = callable(src) and not inspect.isgeneratorfunction(src)
         if self.batch:
             try:
-                if callable_src:
-                    batch_info = self.spec.args["batch_info"]
-                    return self._call(types.BatchInfo(self.iteration, self.epoch) if batch_info else self.iteration)
-                return self._next_from_iterable()
+                if not callable_src:
+                    return self._next_from_iterable()
+                if self.spec.args["batch_info"]:
+                    return self._call(types.BatchInfo(self.iteration, self.epoch))
+                return self._call(self.iteration)
             except StopIteration:
                 raise
             except Exception as e:
-                raise RuntimeError(source_failure(self.spec.name, e, batch_where(self.iteration, self.epoch))) from e
+                where = batch_where(self.iteration, self.epoch)
+                raise RuntimeError(source_failure(self.spec.name, e, where)) from e
         samples = []
         for i in range(batch_size):
             info = types.SampleInfo(self.iteration * batch_size + i, i, self.iteration, self.epoch)
@@ -234,8 +236,7 @@ class ExternalSource(Operator):
             if self.spec.device == "gpu":
                 samples = samples.to(ctx.cuda_device, non_blocking=True) if isinstance(samples, torch.Tensor) \
                     else [s.to(ctx.cuda_device, non_blocking=True) for s in samples]
-            elif self.worker is None and (isinstance(samples, torch.Tensor) and samples.is_cuda or
-                                          not isinstance(samples, torch.Tensor) and any(s.is_cuda for s in samples)):
+            elif self.worker is None and _any_cuda(samples):
                 raise TypeError(f"external_source '{self.spec.name}': GPU data given to a CPU external_source; "
                                 "use device='gpu'")
             result.append(TensorList.make(samples, conv.layout, device=self.spec.device))
@@ -282,6 +283,12 @@ class ExternalSource(Operator):
             self.worker.discard()
         self.iteration = state["iteration"]
         self.epoch = state["epoch"]
+
+
+def _any_cuda(samples):
+    if isinstance(samples, torch.Tensor):
+        return samples.is_cuda
+    return any(s.is_cuda for s in samples)
 
 
 class _Converted:

@@ -132,8 +132,8 @@ class SlotMaps:
 
 def sample_views(arr, descs):
     """NumPy views of the samples `descs` in a slot's bytes `arr` (no copy)."""
-    return [arr[off:off + n] if dtype == "|u1" and len(shape) == 1 else arr[off:off + n].view(dtype).reshape(shape)
-            for dtype, shape, off, n in descs]
+    return [arr[off:off + n] if dtype == "|u1" and len(shape) == 1  # bytes: the common case, kept cheap
+            else arr[off:off + n].view(dtype).reshape(shape) for dtype, shape, off, n in descs]
 
 
 def assemble(views):
