@@ -6,7 +6,8 @@ iteration count; only the source of the bytes differs:
 
   parallel external_source  the per-sample callable below, run in --workers processes
                             (parallel=True); samples reach the pipeline through shared memory
-  fn.readers.file           torchdali's file reader over the same file list, --threads threads
+  fn.readers.file           torchdali's file reader over the same file list (its reads run in
+                            C++ on torch's intra-op threads, torch.get_num_threads())
   single-process source     the same callable, run in the pipeline's process (parallel=False)
 
 The files are read once before any row (page cache warm for all), and each row runs
@@ -22,6 +23,7 @@ import tempfile
 import time
 
 import numpy as np
+import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from torchdali import fn, pipeline_def  # noqa: E402
@@ -101,7 +103,8 @@ def main(argv=None):
             size += len(f.read())
     warmup = args.warmup if args.warmup is not None else max(1, len(files) // args.batch)
     print(f"{len(files)} JPEG files, {size / len(files) / 1024:.0f} KiB mean; batch {args.batch}; "
-          f"{os.cpu_count()} CPUs; workers {args.workers}; threads {args.threads}; "
+          f"{os.cpu_count()} CPUs; workers {args.workers}; threads {args.threads} (intra-op "
+          f"{torch.get_num_threads()}); "
           f"{args.iters} timed runs after {warmup}; output: the bytes{' decoded' if args.decode else ''}")
     rates = {}
     for row in ROWS:
