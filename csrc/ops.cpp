@@ -84,4 +84,8 @@ TORCH_LIBRARY(torchdali, m) {
   m.def(
       "separable_conv(Tensor[] images, Tensor windows, int[] window_sizes, int first_axis, "
       "int num_axes, ScalarType out_dtype) -> Tensor[]");
+  // Reads whole files: one 1-D uint8 tensor per path, in order, the reads spread over the
+  // intra-op threads. A file that cannot be opened or read fails the call with its path and
+  // the reason. Serves readers.file.
+  m.def("read_files(str[] paths) -> Tensor[]");
 }

@@ -30,8 +30,11 @@ def test_main_job_runs_on_the_cpu(tmp_path, capsys):
     assert "output batch (8, 3, 224, 224) float32 NCHW" in capsys.readouterr().out
 
 
-def test_external_source_benchmark_runs_and_prints_ratios():
+@pytest.mark.parametrize("scenario,output", [([], "output: the bytes"),
+                                             (["--decode-in-source"], "output: RGB images decoded in the sources")])
+def test_external_source_benchmark_runs_and_prints_ratios(scenario, output):
     out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "external_source.py"), "--images", "16",
-                          "--batch", "4", "--workers", "2", "--iters", "3"], capture_output=True, text=True,
-                         timeout=300, cwd=ROOT, check=True).stdout
+                          "--batch", "4", "--workers", "2", "--iters", "3"] + scenario, capture_output=True,
+                         text=True, timeout=300, cwd=ROOT, check=True).stdout
     assert "parallel / readers.file" in out and "parallel / single-process" in out, out
+    assert output in out and out.count(" images/s ") == 3, out

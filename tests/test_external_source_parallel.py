@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import time
+import traceback
 
 import numpy as np
 import pytest
@@ -64,6 +65,13 @@ def sample_source(info):
             np.array([info.idx_in_batch, info.iteration, info.epoch_idx], np.int64))
 
 
+def growing_source(info):
+    """Samples that outgrow their slots from batch to batch (slots are enlarged and mapped again)."""
+    if info.iteration >= 4:
+        raise StopIteration
+    return np.full(1000 * 7 ** info.iteration + info.idx_in_batch, info.idx_in_epoch % 256, np.uint8)
+
+
 def batch_source(info):
     if info.iteration >= 2:
         raise StopIteration
@@ -77,11 +85,11 @@ def fork_or_skip():
         pytest.skip("CUDA is initialised in this process; run in a fresh one")
 
 
-def make(source, parallel, workers=3, method="fork", pickler=None, **kwargs):
+def make(source, parallel, workers=3, method="fork", pickler=None, pipe_kwargs=None, **kwargs):
     if parallel and method == "fork":
         fork_or_skip()
     @pipeline_def(batch_size=BATCH, num_threads=1, device_id=None, py_num_workers=workers,
-                  py_start_method=method, py_callback_pickler=pickler, seed=1)
+                  py_start_method=method, py_callback_pickler=pickler, seed=1, **(pipe_kwargs or {}))
     def pipe():
         return fn.external_source(source, parallel=parallel, **kwargs)
 
@@ -115,6 +123,8 @@ def assert_same(a, b):
 CASES = {
     "per_sample": (sample_source, dict(num_outputs=2, batch=False)),
     "per_sample_default_batch": (sample_source, dict(num_outputs=2)),
+    "per_sample_no_copy": (sample_source, dict(num_outputs=2, batch=False, no_copy=True)),
+    "growing": (growing_source, dict(batch=False)),
     "batch_info": (batch_source, dict(batch=True, batch_info=True)),
     "batch_iteration": (lambda i: batch_source(types.BatchInfo(i, 0)), dict(batch=True)),
 }
@@ -125,10 +135,10 @@ CASES = {
 def test_parallel_equals_in_process(case, depth):
     source, kwargs = CASES[case]
     expected = epochs(make(source, False, batch=kwargs.get("batch", False),
-                           **{k: v for k, v in kwargs.items() if k != "batch"}))
+                           **{k: v for k, v in kwargs.items() if k not in ("batch", "no_copy")}))
     got = epochs(make(source, True, prefetch_queue_depth=depth, **kwargs))
     assert_same(got, expected)
-    assert len(got) == (6 if "per_sample" in case else 4)
+    assert len(got) == {"growing": 8}.get(case, 6 if "per_sample" in case else 4)
 
 
 def test_generator_function_runs_in_a_worker_and_restarts_each_epoch():
@@ -152,6 +162,14 @@ def test_py_num_workers_zero_runs_in_process():
     assert pipe.external_source_shm_statistics() == {"capacities": [], "per_sample_capacities": []}
 
 
+def test_workers_use_one_intra_op_thread():
+    def src(info):
+        return np.int32([torch.get_num_threads()])
+
+    (out,) = make(src, True, workers=2).run()
+    assert out.as_torch().reshape(-1).tolist() == [1] * BATCH
+
+
 def test_samples_come_from_workers_through_shared_memory():
     def src(info):
         return np.full((1000,), os.getpid(), np.int64)
@@ -164,6 +182,82 @@ def test_samples_come_from_workers_through_shared_memory():
     assert stats["capacities"] and all(c >= 8000 for c in stats["capacities"])
     assert all(p >= 4096 for p in stats["per_sample_capacities"])
     assert out.is_dense_tensor()
+
+
+def ragged_source(info):
+    return np.full(info.idx_in_batch * 100 + 1, info.idx_in_epoch % 251, np.uint8), np.float32([info.idx_in_epoch])
+
+
+def test_samples_view_shared_memory_until_freed_then_slots_are_reused():
+    pipe = make(ragged_source, True, workers=2, num_outputs=2, batch=False, prefetch_queue_depth=2)
+    held = [pipe.run() for _ in range(6)]
+    slots_while_held = len(pipe.external_source_shm_statistics()["capacities"])
+    for it, (data, labels) in enumerate(held):  # no slot was reused under a live tensor
+        assert not data.is_dense_tensor() and labels.is_dense_tensor()
+        for i in range(BATCH):
+            assert data.at(i).tolist() == [(it * BATCH + i) % 251] * (i * 100 + 1)
+        assert labels.as_torch().reshape(-1).tolist() == [float(it * BATCH + i) for i in range(BATCH)]
+    data.as_torch_list()[0].add_(1)  # the views are writable
+    assert slots_while_held >= 6 * 2
+    del held, data, labels
+    gc.collect()
+    for _ in range(30):
+        pipe.run()
+    # Without reuse, 60 more slots; a few more may be in flight now than before.
+    assert len(pipe.external_source_shm_statistics()["capacities"]) <= slots_while_held + 4
+
+
+def test_a_tensor_outlives_its_pipeline():
+    pipe = make(ragged_source, True, workers=2, num_outputs=2, batch=False)
+    data, _ = pipe.run()
+    del pipe
+    gc.collect()
+    assert not shm_entries()  # the slot files are gone; the mapping lives on
+    assert data.at(4).tolist() == [4] * 401
+
+
+CHECKPOINT_CASES = {  # source, kwargs, batches per epoch
+    "per_sample": (sample_source, dict(num_outputs=2, batch=False), 3),
+    "batch_info": (batch_source, dict(batch=True, batch_info=True), 2),
+}
+
+
+def run_events(pipe, n):
+    """n calls of run(), with reset() after the end of an epoch: the batches and the ends."""
+    events = []
+    for _ in range(n):
+        try:
+            batches = pipe.run()
+        except StopIteration:
+            pipe.reset()
+            events.append("end of epoch")
+            continue
+        events.append([[np.asarray(b.at(i)) for i in range(len(b))] for b in batches])
+    return events
+
+
+def assert_same_events(a, b):
+    assert [e == "end of epoch" for e in a] == [e == "end of epoch" for e in b]
+    assert_same([e for e in a if e != "end of epoch"], [e for e in b if e != "end of epoch"])
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+@pytest.mark.parametrize("taken", ["mid_epoch", "epoch_end", "after_reset"])
+@pytest.mark.parametrize("case", CHECKPOINT_CASES)
+def test_checkpoint_restore(case, taken, method):
+    source, kwargs, per_epoch = CHECKPOINT_CASES[case]
+    before = {"mid_epoch": 1, "epoch_end": per_epoch, "after_reset": per_epoch + 1}[taken]
+    options = dict(workers=2, method=method, pipe_kwargs=dict(enable_checkpointing=True))
+    pipe = make(source, True, prefetch_queue_depth=2, **options, **kwargs)
+    run_events(pipe, before)
+    checkpoint = pipe.checkpoint()
+    expected = run_events(pipe, 2 * per_epoch + 2)
+    del pipe
+    options["pipe_kwargs"]["checkpoint"] = checkpoint
+    restored = make(source, True, prefetch_queue_depth=2, **options, **kwargs)
+    got = run_events(restored, 2 * per_epoch + 2)
+    assert_same_events(got, expected)
+    assert "end of epoch" in got
 
 
 def test_seed_000_fork_two_pipelines_start_py_workers(tmp_path):
@@ -287,19 +381,47 @@ def raising_source(info):
     return np.int32([info.idx_in_epoch])
 
 
-def test_source_error_names_the_sample_with_its_traceback_and_reset_recovers():
-    pipe = make(raising_source, True)
+def raising_batch_source(info):
+    if info.iteration == 1 and info.epoch_idx == 0:
+        raise ValueError("bad batch one")
+    return np.full((BATCH, 1), info.iteration, np.int32)
+
+
+def raising_generator():
+    yield np.zeros((BATCH, 1), np.int32)
+    raise ValueError("bad batch one")
+
+
+SOURCE_ERRORS = {  # source, kwargs, where the error names, the first batch after reset()
+    "sample": (raising_source, dict(batch=False), "sample 7 (idx_in_batch 2, iteration 1, epoch 0)",
+               [0, 1, 2, 3, 4]),
+    "batch": (raising_batch_source, dict(batch=True, batch_info=True), "the batch of iteration 1 (epoch 0)",
+              [0] * BATCH),
+    "generator": (raising_generator, dict(batch=True), "the batch of iteration 1 (epoch 0)", [0] * BATCH),
+}
+
+
+@pytest.mark.parametrize("parallel", [False, True], ids=["in_process", "parallel"])
+@pytest.mark.parametrize("case", SOURCE_ERRORS)
+def test_source_error_names_the_sample_with_its_traceback_and_reset_recovers(case, parallel):
+    source, kwargs, where, after_reset = SOURCE_ERRORS[case]
+    pipe = make(source, parallel, **kwargs)
     pipe.run()
     with pytest.raises(RuntimeError) as info:
         pipe.run()
     text = str(info.value)
-    assert "ValueError: bad sample seven" in text and "sample 7" in text
-    assert "raising_source" in text and "Traceback" in text
+    assert f"external_source '" in text and f"the source raised ValueError: bad " in text
+    assert f"for {where}" in text
     assert isinstance(info.value.__cause__, ValueError)
+    # The source's own frames: in the message (from a worker) or in the chained exception.
+    frames = text + "".join(traceback.format_exception(info.value.__cause__))
+    assert source.__name__ in frames and "Traceback" in frames
     del info
+    with pytest.raises(RuntimeError, match="call reset"):
+        pipe.run()
     pipe.reset()
     (out,) = pipe.run()
-    assert out.as_torch().reshape(-1).tolist() == [0, 1, 2, 3, 4]
+    assert out.as_torch().reshape(-1).tolist() == after_reset
 
 
 def die_by_sigkill(info):
@@ -329,8 +451,13 @@ def test_dead_worker_is_an_error_naming_it_never_a_hang(source, cause):
     with pytest.raises(RuntimeError, match=rf"Python worker \d \(pid \d+\) was killed by {cause}"):
         pipe.run()
     assert time.time() - start < 5
-    with pytest.raises(RuntimeError, match="worker"):
+    with pytest.raises(RuntimeError, match="cannot continue.*create a new pipeline"):
         pipe.run()
+    pipe.reset()  # as in DALI, the pipeline is unusable: reset() does not bring the pool back
+    with pytest.raises(RuntimeError, match=rf"worker \d \(pid \d+\) was killed by {cause}.*cannot continue, "
+                                           "even after reset"):
+        pipe.run()
+    assert time.time() - start < 5
     del pipe
 
 
@@ -370,25 +497,56 @@ def test_fork_after_cuda_is_a_clear_error(monkeypatch):
         pipe.start_py_workers()
 
 
+@pytest.mark.parametrize("parallel", [False, True], ids=["in_process", "parallel"])
+@pytest.mark.parametrize("shape", [(1,), None], ids=["dense", "ragged"])
 @pytest.mark.parametrize("kwargs,error,match", [
-    (dict(dtype=types.INT32), TypeError, "FLOAT, but dtype=.*INT32"),
-    (dict(ndim=2), ValueError, "ndim=2"),
+    (dict(dtype=types.INT32), TypeError, r"output 0 sample 0 has type DALIDataType.FLOAT, but dtype=.*INT32"),
+    (dict(ndim=2), ValueError, "output 0 sample 0 has 1 dimensions, but ndim=2 was declared"),
+    (dict(layout="HW"), ValueError, "layout 'HW' does not match sample 0 with 1 dimensions"),
 ])
-def test_wrong_dtype_or_ndim_is_a_clear_error(kwargs, error, match):
-    pipe = make(lambda info: np.float32([1.0]), True, **kwargs)
+def test_wrong_dtype_ndim_or_layout_is_a_clear_error(kwargs, error, match, shape, parallel):
+    def src(info):
+        return np.ones(shape or (info.idx_in_batch + 1,), np.float32)
+
+    pipe = make(src, parallel, batch=False, **kwargs)
     with pytest.raises(error, match=match):
         pipe.run()
+    ok = make(src, parallel, batch=False, dtype=types.FLOAT, ndim=1, layout="X")
+    (out,) = ok.run()
+    assert out.layout() == "X" and out.is_dense_tensor() == (shape is not None)
 
 
-@pytest.mark.parametrize("source,kwargs,match", [
-    (lambda: np.int32([1]), dict(batch=True), "must accept one argument"),
-    ([np.int32([1])], dict(batch=False), "batch=True"),
-    (None, dict(), "needs a `source`"),
-])
-def test_bad_parallel_sources(source, kwargs, match):
-    pipe = make(source, True, **kwargs)
-    with pytest.raises((TypeError, ValueError), match=match):
-        pipe.build()
+BAD_SOURCES = {  # source, parallel, kwargs, error, message (DALI raises the same type)
+    "no_argument": (lambda: np.int32([1]), True, dict(batch=True), TypeError, "must accept one argument"),
+    "iterable_per_sample": ([np.int32([1])], True, dict(batch=False), TypeError, "batch=True"),
+    "no_source": (None, True, dict(), ValueError, "needs a `source`"),
+    "no_copy_false": (sample_source, True, dict(num_outputs=2, no_copy=False), ValueError,
+                      "no_copy=False cannot be used with parallel=True"),
+    "depth_not_parallel": (sample_source, False, dict(num_outputs=2, prefetch_queue_depth=2), ValueError,
+                           "prefetch_queue_depth applies to parallel sources only"),
+    "depth_zero": (sample_source, True, dict(num_outputs=2, prefetch_queue_depth=0), ValueError,
+                   "prefetch_queue_depth' = 0: must be at least 1"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_SOURCES)
+def test_bad_parallel_sources(case):
+    source, parallel, kwargs, error, match = BAD_SOURCES[case]
+    with pytest.raises(error, match=match):
+        make(source, parallel, **kwargs).build()
+
+
+@pytest.mark.parametrize("case", [c for c in BAD_SOURCES if c != "no_source"])
+def test_dali_rejects_the_same_sources(case):
+    dali = dali_or_skip()
+    source, parallel, kwargs, error, _ = BAD_SOURCES[case]
+
+    @dali.pipeline_def(batch_size=BATCH, num_threads=1, device_id=None, py_num_workers=1)
+    def pipe():
+        return dali.fn.external_source(source, parallel=parallel, **kwargs)
+
+    with pytest.raises(error):
+        pipe().build()
 
 
 def test_non_array_sample_is_a_clear_error():

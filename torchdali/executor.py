@@ -21,6 +21,7 @@ from .graph import topological_order
 from .stats import MemoryStats
 from .operators.base import Args, OpSpec, RunContext
 from .tensor_list import TensorList
+from .workers import WorkerDied
 
 _STAGE_RANK = {"cpu": 0, "mixed": 1, "gpu": 2}
 
@@ -269,11 +270,15 @@ class _Halt:
     def __init__(self, exc):
         self.stop = isinstance(exc, StopIteration)
         self.text = f"{type(exc).__name__}: {exc}"
+        self.fatal = isinstance(exc, WorkerDied) or isinstance(exc.__cause__, WorkerDied)
 
     def error(self):
         """What a run after the failure raises until reset()."""
         if self.stop:
             return StopIteration()
+        if self.fatal:
+            return RuntimeError(f"the pipeline cannot continue after an earlier error ({self.text}); "
+                                "create a new pipeline")
         return RuntimeError(f"the pipeline stopped at an earlier error ({self.text}); call reset() to continue")
 
 

@@ -9,6 +9,7 @@ from .. import types
 from ..schema import ANY, BOOL, INT, Arg, register
 from ..tensor_list import TensorList, to_torch_samples
 from ..workers import SourceSpec
+from ..workers.source import batch_where, sample_where, source_failure
 from .base import Operator
 
 _CYCLE = (False, True, "quiet", "raise")
@@ -43,10 +44,17 @@ def _is_callable_source(src):
 
 
 def check_parallel(args):
-    """DALI's rules for parallel sources: a source is given; a callable takes exactly the
-    SampleInfo/BatchInfo/iteration argument; iterables only in batch mode."""
+    """DALI's rules for parallel sources: a source is given; no_copy is not False; a
+    callable takes exactly the SampleInfo/BatchInfo/iteration argument; iterables only in
+    batch mode. A non-parallel source takes no prefetch_queue_depth."""
     if not args["parallel"]:
+        if args["prefetch_queue_depth"] is not None:
+            raise ValueError("external_source: prefetch_queue_depth applies to parallel sources only "
+                             "(parallel=True); a non-parallel source runs when its batch is due")
         return
+    if args["no_copy"] is False:
+        raise ValueError("external_source: no_copy=False cannot be used with parallel=True (the "
+                         "samples come from the workers' shared memory without a copy)")
     src = args["source"]
     if src is None:
         raise ValueError("external_source: parallel=True needs a `source` (feed_input() data is not "
@@ -83,8 +91,10 @@ def worker_spec(args):
                 Arg("layout", ANY, None, "Layout(s) of the data, e.g. 'HWC'."),
                 Arg("parallel", BOOL, False, "Run the source in the pipeline's py_num_workers worker "
                     "processes (py_num_workers=0: in-process)."),
-                Arg("no_copy", BOOL, False, "Use the data without copying (torchdali never copies CPU data)."),
-                Arg("prefetch_queue_depth", INT, 1, "Batches computed ahead by parallel sources.",
+                Arg("no_copy", BOOL, None, "Use the data without copying (torchdali never copies CPU data "
+                    "it can share); False is an error with parallel=True, as in DALI."),
+                Arg("prefetch_queue_depth", INT, None, "Batches computed ahead by a parallel source "
+                    "(default 1); not allowed without parallel=True, as in DALI.",
                     check=lambda v: None if v >= 1 else "must be at least 1"),
                 Arg("repeat_last", BOOL, False, "Without fed data, repeat the last batch."),
                 Arg("blocking", BOOL, False, "Wait for fed data (parallel sources)."),
@@ -159,17 +169,26 @@ class ExternalSource(Operator):
             return self.fed.popleft()
         callable_src = callable(src) and not inspect.isgeneratorfunction(src)
         if self.batch:
-            if callable_src:
-                info = types.BatchInfo(self.iteration, self.epoch) if self.spec.args["batch_info"] else self.iteration
-                return self._call(info)
-            return self._next_from_iterable()
+            try:
+                if not callable_src:
+                    return self._next_from_iterable()
+                if self.spec.args["batch_info"]:
+                    return self._call(types.BatchInfo(self.iteration, self.epoch))
+                return self._call(self.iteration)
+            except StopIteration:
+                raise
+            except Exception as e:
+                where = batch_where(self.iteration, self.epoch)
+                raise RuntimeError(source_failure(self.spec.name, e, where)) from e
         samples = []
         for i in range(batch_size):
-            if callable_src:
-                info = types.SampleInfo(self.iteration * batch_size + i, i, self.iteration, self.epoch)
-                samples.append(self._call(info))
-            else:
-                samples.append(self._next_from_iterable())
+            info = types.SampleInfo(self.iteration * batch_size + i, i, self.iteration, self.epoch)
+            try:
+                samples.append(self._call(info) if callable_src else self._next_from_iterable())
+            except StopIteration:
+                raise
+            except Exception as e:
+                raise RuntimeError(source_failure(self.spec.name, e, sample_where(info))) from e
         if self.multi:
             return [[s[k] for s in samples] for k in range(self.n)]
         return samples
@@ -196,7 +215,7 @@ class ExternalSource(Operator):
     def run(self, inputs, args, ctx):
         if self.worker is not None:
             outputs = self.worker.receive(self.iteration, self.epoch)
-            data = outputs if self.multi else outputs[0]
+            data = tuple(_Converted(o, layout) for o, layout in zip(outputs, self.layouts))
         else:
             data = self._produce(self.spec.max_batch_size)
         if not (isinstance(data, tuple) and data and isinstance(data[0], _Converted)):
@@ -213,23 +232,11 @@ class ExternalSource(Operator):
         result = []
         for k, conv in enumerate(data):
             samples = conv.samples
-            sample_list = list(samples.unbind(0)) if isinstance(samples, torch.Tensor) else samples
-            for i, s in enumerate(sample_list):
-                if self.dtypes[k] is not None and s.dtype != self.dtypes[k]:
-                    raise TypeError(f"external_source '{self.spec.name}': output {k} sample {i} has type "
-                                    f"{types.to_dali_type(s.dtype)}, but dtype={types.to_dali_type(self.dtypes[k])} "
-                                    "was declared")
-                if self.ndims[k] is not None and s.dim() != self.ndims[k]:
-                    raise ValueError(f"external_source '{self.spec.name}': output {k} sample {i} has "
-                                     f"{s.dim()} dimensions, but ndim={self.ndims[k]} was declared")
-                if conv.layout and len(conv.layout) != s.dim():
-                    raise ValueError(f"external_source '{self.spec.name}': layout '{conv.layout}' does not "
-                                     f"match sample {i} with {s.dim()} dimensions")
+            self._check(k, samples, conv.layout)
             if self.spec.device == "gpu":
                 samples = samples.to(ctx.cuda_device, non_blocking=True) if isinstance(samples, torch.Tensor) \
                     else [s.to(ctx.cuda_device, non_blocking=True) for s in samples]
-            elif isinstance(samples, torch.Tensor) and samples.is_cuda or \
-                    not isinstance(samples, torch.Tensor) and any(s.is_cuda for s in samples):
+            elif self.worker is None and _any_cuda(samples):
                 raise TypeError(f"external_source '{self.spec.name}': GPU data given to a CPU external_source; "
                                 "use device='gpu'")
             result.append(TensorList.make(samples, conv.layout, device=self.spec.device))
@@ -237,6 +244,28 @@ class ExternalSource(Operator):
             raise RuntimeError(f"external_source '{self.spec.name}': outputs have different batch sizes "
                                f"{[len(r) for r in result]}")
         return result
+
+    def _check(self, k, samples, layout):
+        """The declared dtype, ndim and layout of output k against its samples (a dense
+        batch is checked once)."""
+        dtype, ndim = self.dtypes[k], self.ndims[k]
+        if dtype is None and ndim is None and not layout:
+            return
+        if isinstance(samples, torch.Tensor):
+            metas = [(samples.dtype, samples.dim() - 1)] if len(samples) else []
+        else:
+            metas = [(s.dtype, s.dim()) for s in samples]
+        for i, (sample_dtype, sample_ndim) in enumerate(metas):
+            if dtype is not None and sample_dtype != dtype:
+                raise TypeError(f"external_source '{self.spec.name}': output {k} sample {i} has type "
+                                f"{types.to_dali_type(sample_dtype)}, but dtype={types.to_dali_type(dtype)} "
+                                "was declared")
+            if ndim is not None and sample_ndim != ndim:
+                raise ValueError(f"external_source '{self.spec.name}': output {k} sample {i} has "
+                                 f"{sample_ndim} dimensions, but ndim={ndim} was declared")
+            if layout and len(layout) != sample_ndim:
+                raise ValueError(f"external_source '{self.spec.name}': layout '{layout}' does not "
+                                 f"match sample {i} with {sample_ndim} dimensions")
 
     def reset(self):
         if self.worker is not None:
@@ -254,6 +283,12 @@ class ExternalSource(Operator):
             self.worker.discard()
         self.iteration = state["iteration"]
         self.epoch = state["epoch"]
+
+
+def _any_cuda(samples):
+    if isinstance(samples, torch.Tensor):
+        return samples.is_cuda
+    return any(s.is_cuda for s in samples)
 
 
 class _Converted:

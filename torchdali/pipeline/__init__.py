@@ -269,7 +269,7 @@ class Pipeline:
             if spec is not None:
                 a = step.node.args
                 step.impl.worker = ParallelSource(self._py_pool, step.node.id, spec, self.max_batch_size,
-                                                  a["prefetch_queue_depth"], a["bytes_per_sample_hint"][0],
+                                                  a["prefetch_queue_depth"] or 1, a["bytes_per_sample_hint"][0],
                                                   step.node.name)
 
     def external_source_shm_statistics(self):

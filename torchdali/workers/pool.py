@@ -1,15 +1,16 @@
 """The pool of Python worker processes behind a pipeline's parallel `external_source`s.
 
-The pipeline's process sends small task messages over one pipe per worker and waits on
-the pipes and on the processes' sentinels together, so a worker that dies is noticed
+The pipeline's process sends small task messages over one pipe per worker and polls
+the pipes and the processes' sentinels together, so a worker that dies is noticed
 at once (never a hang). Results are kept by task id until their source asks for them,
 which keeps every batch in the order of the non-parallel run whatever order the
 workers finish in."""
+import collections
 import itertools
 import multiprocessing
-import multiprocessing.connection
 import os
 import secrets
+import select
 import signal
 import threading
 import types as pytypes
@@ -18,7 +19,7 @@ import weakref
 import torch
 
 from . import worker
-from .shm import read_batch, remove_all, slot_path
+from .shm import SlotMaps, assemble, remove_all, sample_views, slot_end, slot_path
 
 
 class WorkerDied(RuntimeError):
@@ -96,6 +97,8 @@ class WorkerPool:
         self.lock = threading.RLock()
         self.task_ids = itertools.count()
         self.free_slots = []
+        self.returned = collections.deque()  # slots whose last tensor was freed (any thread)
+        self.maps = SlotMaps()
         self.slot_of = {}  # task id -> slot
         self.worker_of = {}  # task id -> worker index
         self.results = {}  # task id -> reply
@@ -123,6 +126,13 @@ class WorkerPool:
             child.close()
             self.res.procs.append(p)
             self.res.conns.append(parent)
+        # One poll set for the whole life of the pool: replies, and exits through the sentinels.
+        self.poller = select.poll()
+        self.fd_owner = {}
+        for k, (conn, p) in enumerate(zip(self.res.conns, self.res.procs)):
+            for fd, kind in ((conn.fileno(), "reply"), (p.sentinel, "exit")):
+                self.poller.register(fd, select.POLLIN)
+                self.fd_owner[fd] = (kind, k)
 
     # --- tasks ---
     def pin(self, ctx_id):
@@ -147,6 +157,8 @@ class WorkerPool:
             return tid
 
     def _slot(self, samples, hint_bytes):
+        while self.returned:
+            self.free_slots.append(self.returned.popleft())
         if self.free_slots:
             return self.free_slots.pop()
         slot = len(self.res.slot_fds)
@@ -167,18 +179,18 @@ class WorkerPool:
                 self._pump()
 
     def _pump(self, timeout=0.5):
-        conns, procs = self.res.conns, self.res.procs
-        ready = multiprocessing.connection.wait(conns + [p.sentinel for p in procs], timeout)
-        for k, conn in enumerate(conns):
-            if conn in ready:
-                try:
-                    while conn.poll():
-                        self._accept(k, conn.recv())
-                except (EOFError, OSError):
-                    self._died(k)
-        for k, p in enumerate(procs):
-            if p.sentinel in ready:
-                self._died(k)
+        died = []
+        for fd, _ in self.poller.poll(timeout * 1000):
+            kind, k = self.fd_owner[fd]
+            if kind == "exit":
+                died.append(k)
+                continue
+            try:  # one reply per event: the next poll reports any other at once
+                self._accept(k, self.res.conns[k].recv())
+            except (EOFError, OSError):
+                died.append(k)
+        for k in died:  # after every reply that came before
+            self._died(k)
 
     def _accept(self, k, reply):
         tid = reply[1]
@@ -190,9 +202,26 @@ class WorkerPool:
             self.results[tid] = reply
 
     def read(self, tids, replies, num_outputs):
-        """Per output, the samples the `ok` replies of `tids` describe (in their order)."""
-        fds = [self.res.slot_fds[self.slot_of[t]] for t in tids]
-        return [read_batch([(fd, r[2][k]) for fd, r in zip(fds, replies)]) for k in range(num_outputs)]
+        """Per output, the samples the `ok` replies of `tids` describe (in their order). Slots
+        that tensors view stay leased until those tensors are freed."""
+        arrays = []
+        for t, r in zip(tids, replies):
+            slot = self.slot_of[t]
+            arrays.append(self.maps.array(slot, self.res.slot_fds[slot], slot_end(r[2])))
+        outputs, viewed = [], False
+        for k in range(num_outputs):
+            views = [v for arr, r in zip(arrays, replies) for v in sample_views(arr, r[2][k])]
+            out, is_view = assemble(views)
+            outputs.append(out)
+            viewed |= is_view
+        if viewed:
+            with self.lock:
+                for t, arr in zip(tids, arrays):
+                    if arr.size:  # an empty task's slot is not viewed: release() frees it
+                        self.worker_of.pop(t, None)
+                        # The views keep `arr` alive; deque.append is safe from any thread.
+                        weakref.finalize(arr, self.returned.append, self.slot_of.pop(t)).atexit = False
+        return outputs
 
     def release(self, tids):
         with self.lock:
@@ -219,7 +248,7 @@ class WorkerPool:
     # --- failures and shutdown ---
     def _check(self):
         if self.failure is not None:
-            raise WorkerDied(str(self.failure))
+            raise WorkerDied(self.failure)
         if not self._finalizer.alive:
             raise RuntimeError("parallel external_source: the worker pool was closed")
 
@@ -228,9 +257,10 @@ class WorkerPool:
         p.join(timeout=1)
         if self.failure is None:
             self.failure = (f"parallel external_source: Python worker {k} (pid {p.pid}) "
-                            f"{_describe_exit(p.exitcode)}; the pool was shut down. Data of a killed "
-                            "worker cannot be recovered: create the pipeline again (an out-of-memory kill "
-                            "needs fewer py_num_workers or a smaller prefetch_queue_depth).")
+                            f"{_describe_exit(p.exitcode)}; the pool was shut down and the pipeline "
+                            "cannot continue, even after reset(): create a new pipeline (an "
+                            "out-of-memory kill needs fewer py_num_workers or a smaller "
+                            "prefetch_queue_depth).")
         self.close()
         raise WorkerDied(self.failure)
 

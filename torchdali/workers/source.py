@@ -3,6 +3,22 @@
 import pickle
 
 
+def sample_where(info):
+    """Where a per-sample source failed, for error messages (both paths)."""
+    return (f"sample {info.idx_in_epoch} (idx_in_batch {info.idx_in_batch}, iteration {info.iteration}, "
+            f"epoch {info.epoch_idx})")
+
+
+def batch_where(iteration, epoch):
+    return f"the batch of iteration {iteration} (epoch {epoch})"
+
+
+def source_failure(name, error, where, type_name=None):
+    """The message of an error raised by the source of external_source `name`."""
+    return (f"external_source '{name}': the source raised {type_name or type(error).__name__}: {error} "
+            f"for {where}")
+
+
 class ParallelSource:
     """Schedules and receives the batches of one source, identified in the pool by `ctx_id`."""
 
@@ -22,7 +38,7 @@ class ParallelSource:
         spec = self.spec
         if spec.iterable:
             pinned = self.pool.pin(self.ctx_id)
-            return [self.pool.submit(self.ctx_id, "iter", (epoch,), n, self.hint * n, pinned)]
+            return [self.pool.submit(self.ctx_id, "iter", (iteration, epoch), n, self.hint * n, pinned)]
         if spec.batch:
             return [self.pool.submit(self.ctx_id, "batch", (iteration, epoch), n, self.hint * n)]
         chunks = min(n, self.pool.num_workers)
@@ -57,9 +73,8 @@ class ParallelSource:
 
     def _error(self, info):
         type_name, message, where, text, exc_bytes = info
-        where = where or "the batch"
-        err = RuntimeError(f"external_source '{self.name}': the source raised {type_name}: {message} "
-                           f"for {where} in a worker process.\n\nTraceback in the worker:\n{text}")
+        err = RuntimeError(source_failure(self.name, message, where or "the batch", type_name) +
+                           f" in a worker process.\n\nTraceback in the worker:\n{text}")
         if exc_bytes is not None:
             try:
                 err.__cause__ = pickle.loads(exc_bytes)

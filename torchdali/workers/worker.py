@@ -9,8 +9,11 @@ import os
 import signal
 import traceback
 
+import torch
+
 from .. import types
-from .shm import as_array, remove_all, slot_path, write_samples
+from .shm import SlotWriter, as_array, remove_all
+from .source import batch_where, sample_where
 
 
 class SourceSpec:
@@ -87,19 +90,23 @@ def _compute(spec, kind, args, iterators, ctx_id):
             except StopIteration:
                 raise
             except BaseException as e:
-                e._torchdali_where = f"sample {first + j} (idx_in_batch {first_in_batch + j}, iteration " \
-                                     f"{iteration}, epoch {epoch})"
+                e._torchdali_where = sample_where(info)
                 raise
         n = len(per_sample[0]) if per_sample else 1
         return [[as_array(s[k], f"output {k} of sample {first + j}") for j, s in enumerate(per_sample)]
                 for k in range(n)]
-    if kind == "batch":
-        iteration, epoch = args
-        info = types.BatchInfo(iteration, epoch) if spec.batch_info else iteration
-        value = spec.source(info)
-    else:
-        value = iterators.next(ctx_id, spec, args[0])
-    return [_batch_samples(v, f"output {k} of the batch") for k, v in
+    iteration, epoch = args
+    try:
+        if kind == "batch":
+            value = spec.source(types.BatchInfo(iteration, epoch) if spec.batch_info else iteration)
+        else:
+            value = iterators.next(ctx_id, spec, epoch)
+    except StopIteration:
+        raise
+    except BaseException as e:
+        e._torchdali_where = batch_where(iteration, epoch)
+        raise
+    return [_batch_samples(v, f"output {k} of the batch of iteration {iteration}") for k, v in
             enumerate(_split(value, spec.num_outputs, "the batch"))]
 
 
@@ -117,13 +124,16 @@ def _error_reply(task_id, e):
 def main(index, conn, prefix, payload, loader, close_fds):
     """Serve tasks until told to stop or until the pipeline's process goes away."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the pipeline process's to handle
+    # One intra-op thread per worker, as in torch's DataLoader workers: py_num_workers
+    # processes already share the machine's cores.
+    torch.set_num_threads(1)
     for fd in close_fds:  # pipe ends of the pipeline process inherited by fork
         try:
             os.close(fd)
         except OSError:
             pass
     sources = load_sources(payload, loader)
-    fds = {}
+    slots = SlotWriter(prefix)
     iterators = _Iterators()
     try:
         while True:
@@ -138,14 +148,11 @@ def main(index, conn, prefix, payload, loader, close_fds):
             spec = sources[ctx_id]
             try:
                 outputs = _compute(spec, kind, args, iterators, ctx_id)
-                if slot not in fds:
-                    fds[slot] = os.open(slot_path(prefix, slot), os.O_RDWR)
-                reply = ("ok", task_id, write_samples(fds[slot], outputs))
+                reply = ("ok", task_id, slots.write(slot, outputs))
             except StopIteration:
                 reply = ("stop", task_id, None)
             except Exception as e:  # MemoryError too: the worker survives it
                 reply = _error_reply(task_id, e)
             conn.send(reply)
     finally:
-        for fd in fds.values():
-            os.close(fd)
+        slots.close()
