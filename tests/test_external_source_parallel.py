@@ -72,6 +72,13 @@ def growing_source(info):
     return np.full(1000 * 7 ** info.iteration + info.idx_in_batch, info.idx_in_epoch % 256, np.uint8)
 
 
+def scalar_source(info):
+    """0-d samples (e.g. per-sample conditions) stay 0-d."""
+    if info.iteration >= 3:
+        raise StopIteration
+    return np.int32(info.idx_in_epoch % 2)
+
+
 def batch_source(info):
     if info.iteration >= 2:
         raise StopIteration
@@ -116,7 +123,7 @@ def assert_same(a, b):
         for ox, oy in zip(x, y):
             assert len(ox) == len(oy)
             for sx, sy in zip(ox, oy):
-                assert sx.dtype == sy.dtype
+                assert sx.dtype == sy.dtype and sx.shape == sy.shape
                 np.testing.assert_array_equal(sx, sy)
 
 
@@ -125,6 +132,7 @@ CASES = {
     "per_sample_default_batch": (sample_source, dict(num_outputs=2)),
     "per_sample_no_copy": (sample_source, dict(num_outputs=2, batch=False, no_copy=True)),
     "growing": (growing_source, dict(batch=False)),
+    "scalar": (scalar_source, dict(batch=False)),
     "batch_info": (batch_source, dict(batch=True, batch_info=True)),
     "batch_iteration": (lambda i: batch_source(types.BatchInfo(i, 0)), dict(batch=True)),
 }
@@ -138,7 +146,9 @@ def test_parallel_equals_in_process(case, depth):
                            **{k: v for k, v in kwargs.items() if k not in ("batch", "no_copy")}))
     got = epochs(make(source, True, prefetch_queue_depth=depth, **kwargs))
     assert_same(got, expected)
-    assert len(got) == {"growing": 8}.get(case, 6 if "per_sample" in case else 4)
+    assert len(got) == {"growing": 8, "scalar": 6}.get(case, 6 if "per_sample" in case else 4)
+    if case == "scalar":
+        assert got[0][0][0].shape == ()
 
 
 def test_generator_function_runs_in_a_worker_and_restarts_each_epoch():

@@ -48,7 +48,9 @@ def as_array(x, what):
         if x.device.type != "cpu":
             raise TypeError(f"{what} is a {x.device.type} tensor; parallel sources must produce CPU data")
         x = x.detach().numpy()
-    a = np.ascontiguousarray(x)
+    a = np.asarray(x)
+    if not a.flags.c_contiguous:  # (np.ascontiguousarray would make a 0-d sample 1-d)
+        a = np.ascontiguousarray(a)
     if a.dtype == object or a.dtype.kind in "USV":
         raise TypeError(f"{what} of type {type(x).__name__} ({a.dtype}) is not a numeric array")
     if not a.dtype.isnative:
