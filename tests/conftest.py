@@ -1,8 +1,31 @@
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def fork_or_skip():
+    """Forked Python workers need a process where CUDA is untouched; on a GPU machine earlier
+    tests have touched it, and rerun_without_cuda() runs such tests in a fresh process."""
+    if torch.cuda.is_initialized():
+        pytest.skip("CUDA is initialised in this process; run in a fresh one")
+
+
+def rerun_without_cuda(test_file, *pytest_args):
+    """Run the fork tests of `test_file` in a fresh interpreter (where CUDA is untouched),
+    when this process has touched CUDA and skipped them."""
+    if not torch.cuda.is_initialized():
+        pytest.skip("CUDA is untouched here: the fork tests ran in this process")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test_file,
+                          *pytest_args], cwd=os.path.dirname(test_file), capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert " passed" in run.stdout and "failed" not in run.stdout
 
 
 def dali_or_skip():

@@ -8,7 +8,8 @@ import torchdali
 from torchdali import do_not_convert, fn, pipeline_def, types
 from torchdali.sample_data import write_sample_dataset
 
-from conftest import as_numpy_batch, constant_source, dali_or_skip, requires_cuda
+from conftest import (as_numpy_batch, constant_source, dali_or_skip, fork_or_skip, requires_cuda,
+                      rerun_without_cuda)
 
 COND = [True, False, True, True, False, False, True]
 X = [np.int32(v) for v in (1, 2, 3, 4, 5, 6, 7)]
@@ -415,6 +416,7 @@ def source_factory(size):
 def test_seed_parallel_source_factory(factory_outside):
     from torchdali.conditionals.transform import _converted_code
 
+    fork_or_skip()
     @pipeline_def(enable_conditionals=True, batch_size=2, num_threads=1, device_id=None, py_num_workers=1)
     def pipe_inside():
         def source_factory(size):
@@ -436,6 +438,10 @@ def test_seed_parallel_source_factory(factory_outside):
     for iteration in range(2):
         out = p.run()[0].as_array()
         np.testing.assert_array_equal(out, np.full((2, 2, 1), iteration))
+
+
+def test_fork_tests_in_a_process_without_cuda():
+    rerun_without_cuda(__file__, "-k", "parallel_source_factory")
 
 
 # --- errors ---

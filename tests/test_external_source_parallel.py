@@ -17,7 +17,7 @@ import torchdali
 from torchdali import fn, pipeline_def, types
 from torchdali.pickling import dumps, loads, pickle_by_value
 
-from conftest import dali_or_skip
+from conftest import dali_or_skip, fork_or_skip, rerun_without_cuda
 
 BATCH = 5
 
@@ -83,13 +83,6 @@ def batch_source(info):
     if info.iteration >= 2:
         raise StopIteration
     return np.full((BATCH, 3), info.iteration * 10 + info.epoch_idx, np.uint8)
-
-
-def fork_or_skip():
-    """Forked workers need a process where CUDA is untouched; on a GPU machine earlier tests
-    have touched it, and test_fork_tests_in_a_process_without_cuda runs these instead."""
-    if torch.cuda.is_initialized():
-        pytest.skip("CUDA is initialised in this process; run in a fresh one")
 
 
 def make(source, parallel, workers=3, method="fork", pickler=None, pipe_kwargs=None, **kwargs):
@@ -580,10 +573,4 @@ def test_against_dali_parallel_external_source():
 
 
 def test_fork_tests_in_a_process_without_cuda():
-    if not torch.cuda.is_initialized():
-        pytest.skip("CUDA is untouched here: the fork tests ran in this process")
-    import subprocess
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
-                         cwd=os.path.dirname(__file__), capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
-    assert " passed" in run.stdout and "failed" not in run.stdout
+    rerun_without_cuda(__file__)
