@@ -441,7 +441,7 @@ def test_seed_parallel_source_factory(factory_outside):
 
 
 def test_fork_tests_in_a_process_without_cuda():
-    rerun_without_cuda(__file__, "-k", "parallel_source_factory")
+    rerun_without_cuda(__file__, "-k", "parallel_source_factory or docs_examples_run")
 
 
 # --- errors ---
@@ -588,6 +588,7 @@ def test_source_must_be_available():
 
 def test_docs_examples_run(tmp_path):
     """docs/conditionals.md's code blocks, in order, as one file (conversion reads sources)."""
+    fork_or_skip()  # an example has a parallel external_source
     import os
     import re
     import runpy
