@@ -580,28 +580,39 @@ def _as_torch_stream(cuda_stream, device):
 _PIPELINE_ARGS = set(inspect.signature(Pipeline.__init__).parameters) - {"self"}
 
 
+def definition_factory(func, pipeline_kwargs, make):
+    """The factory that `@pipeline_def` makes of `func`: a call's keyword arguments are split
+    into the function's own and Pipeline arguments (these override the decorator's), and the
+    factory returns make(pipeline_arguments, args, own_kwargs)."""
+    params = inspect.signature(func).parameters
+    if any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        raise TypeError(f"@pipeline_def: {func.__name__} takes **kwargs, which could silently take "
+                        "Pipeline arguments; name its parameters instead")
+    unknown = set(pipeline_kwargs) - _PIPELINE_ARGS
+    if unknown:
+        raise TypeError(f"@pipeline_def: unknown Pipeline arguments {sorted(unknown)}")
+
+    @functools.wraps(func)
+    def create(*args, **kwargs):
+        own = {k: v for k, v in kwargs.items() if k in params}
+        pipe_args = {k: v for k, v in kwargs.items() if k not in params}
+        unknown_call = set(pipe_args) - _PIPELINE_ARGS
+        if unknown_call:
+            raise TypeError(f"{func.__name__}: unknown arguments {sorted(unknown_call)}")
+        return make({**pipeline_kwargs, **pipe_args}, args, own)
+
+    create._is_pipeline_def = True
+    return create
+
+
 def pipeline_def(fn=None, *, enable_conditionals=False, **pipeline_kwargs):
     """Turn a graph-definition function into a factory of Pipelines.
 
     Keyword arguments of the decorator are Pipeline arguments; those given when the
     factory is called override them. The function's own parameters are passed through."""
     def decorate(func):
-        params = inspect.signature(func).parameters
-        if any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values()):
-            raise TypeError(f"@pipeline_def: {func.__name__} takes **kwargs, which could silently take "
-                            "Pipeline arguments; name its parameters instead")
-        unknown = set(pipeline_kwargs) - _PIPELINE_ARGS
-        if unknown:
-            raise TypeError(f"@pipeline_def: unknown Pipeline arguments {sorted(unknown)}")
-
-        @functools.wraps(func)
-        def create(*args, **kwargs):
-            own = {k: v for k, v in kwargs.items() if k in params}
-            pipe_args = {k: v for k, v in kwargs.items() if k not in params}
-            unknown_call = set(pipe_args) - _PIPELINE_ARGS
-            if unknown_call:
-                raise TypeError(f"{func.__name__}: unknown arguments {sorted(unknown_call)}")
-            pipe = Pipeline(**{**pipeline_kwargs, **pipe_args})
+        def make(pipe_args, args, own):
+            pipe = Pipeline(**pipe_args)
             if enable_conditionals:
                 outs = conditionals.trace(pipe, func, args, own)
             else:
@@ -610,8 +621,7 @@ def pipeline_def(fn=None, *, enable_conditionals=False, **pipeline_kwargs):
             pipe.set_outputs(*(outs if isinstance(outs, (list, tuple)) else [outs]))
             return pipe
 
-        create._is_pipeline_def = True
-        return create
+        return definition_factory(func, pipeline_kwargs, make)
 
     return decorate(fn) if fn is not None else decorate
 
