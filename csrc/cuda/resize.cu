@@ -87,7 +87,8 @@ __device__ void tile_taps(const Axis& ax, int64_t o0, int count, int64_t base, i
 
 // A flattened loop over outer x inner iterations, the block's threads blockDim.x apart: a
 // thread starts at its own (outer, inner) and steps without dividing. (a + 0.5) / n in float
-// is exact enough for a floor: a, n < 2^12 keep it 0.5 / n away from an integer.
+// floors exactly: it lies at least 0.5 / n from an integer, a relative 1 / (2a + 1) far above
+// float's error for a up to the 1024 threads of a block.
 struct Walk {
   int outer, inner, n_inner, step_outer, step_inner;
   __device__ explicit Walk(int n) : n_inner(n) {
