@@ -1,4 +1,4 @@
-"""DALIIterableDataset and the iterators' checkpoints: epochs, len(), set_epoch(), use with
+"""DALIIterableDataset and the iterators' checkpoints and state_dict(): epochs, len(), set_epoch(), use with
 DataLoader, and resuming mid-epoch or at an epoch end on exactly the batches an
 uninterrupted run returns (random_shuffle and a random operator, every last-batch policy)."""
 import itertools
@@ -138,6 +138,69 @@ def test_iterator_checkpoints_resume_the_iterator(files):
     assert len(expected) == 2
     assert rest(make(checkpoints[0])) == expected
 
+
+
+def iterator(files, policy=LastBatchPolicy.FILL, definition=labelled):
+    return DALIGenericIterator(definition(files=files, enable_checkpointing=True), ["label", "r"],
+                               reader_name="Reader", last_batch_policy=policy)
+
+
+def take(it, n):
+    """The next n batches (labels, random values), across epoch ends."""
+    out = []
+    while len(out) < n:
+        try:
+            b = next(it)
+        except StopIteration:
+            it.reset()
+            continue
+        out.append((b[0]["label"].flatten().tolist(), b[0]["r"].flatten().tolist()))
+    return out
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("first", [0, 2, 3, 4], ids=["fresh", "mid-epoch", "epoch end", "next epoch"])
+def test_iterator_state_dict_rewinds_in_place(files, policy, first):
+    it = iterator(files, policy)
+    take(it, first)
+    state = json.loads(json.dumps(it.state_dict()))
+    expected = take(it, 7)
+    it.load_state_dict(state)  # back, on pipelines that ran (and prefetched) past the point
+    assert take(it, 7) == expected
+    other = iterator(files, policy)
+    take(other, 5)
+    other.load_state_dict(state)  # another iterator of the same definition, moved elsewhere
+    assert take(other, 7) == expected
+
+
+@pipeline_def(batch_size=4, num_threads=1, device_id=None, seed=7)
+def labelled_twice(files):
+    _, label = fn.readers.file(files=files, random_shuffle=True, initial_fill=5, name="Reader")
+    return label, fn.random.uniform(range=[0, 1]) + fn.random.uniform(range=[0, 1])
+
+
+@pytest.mark.parametrize("bad", ["format", "count", "corrupt", "other definition", "operator state"])
+def test_iterator_bad_state_leaves_it_where_it_was(files, bad):
+    it = iterator(files)
+    take(it, 2)
+    expected = iterator(files)
+    take(expected, 2)
+    state = {"format": "torchdali-iterator", "checkpoints": it.state_dict()["checkpoints"]}
+    if bad == "format":
+        state["format"] = "torchdali-dataset"
+    elif bad == "count":
+        state["checkpoints"] *= 2
+    elif bad == "corrupt":
+        state["checkpoints"] = [state["checkpoints"][0][:40]]
+    elif bad == "other definition":
+        state = iterator(files, definition=labelled_twice).state_dict()
+    else:  # the reader rejects its state after the pipeline dropped its prefetched runs
+        checkpoint = json.loads(state["checkpoints"][0])
+        checkpoint["operators"]["Reader"] = {"position": "nowhere"}
+        state["checkpoints"] = [json.dumps(checkpoint)]
+    with pytest.raises(ValueError, match="state_dict|checkpoint"):
+        it.load_state_dict(state)
+    assert take(it, 6) == take(expected, 6)
 
 # --- bad input ---
 

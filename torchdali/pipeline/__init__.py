@@ -447,7 +447,8 @@ class Pipeline:
                 f.write(text)
         return text
 
-    def _restore(self, text):
+    @staticmethod
+    def _parse_checkpoint(text):
         try:
             data = json.loads(text)
         except (TypeError, ValueError) as e:
@@ -456,7 +457,44 @@ class Pipeline:
             raise ValueError("checkpoint: not a torchdali checkpoint")
         if data.get("version") != _CHECKPOINT_VERSION:
             raise ValueError(f"checkpoint: version {data.get('version')} is not supported")
+        return data
+
+    def _restore(self, text):
+        data = self._parse_checkpoint(text)
         self._executor.load_states(data.get("operators"))
+        self._iterator_data = data.get("iterator_data")
+        self._restored = True
+
+    def _check_checkpoint(self, text):
+        """The checkpoint's data, if it is well-formed and names this pipeline's operators."""
+        data = self._parse_checkpoint(text)
+        self.build()
+        ops = data.get("operators")
+        if not isinstance(ops, dict) or set(ops) != {s.key for s in self._executor.steps}:
+            raise ValueError("the checkpoint does not match this pipeline (its operators differ)")
+        return data
+
+    def _rewind(self, text):
+        """Restore a built pipeline that may have run (an iterator's load_state_dict()): the
+        iterations scheduled or in flight are dropped and the operators take the checkpoint's
+        states. A checkpoint that does not fit leaves the pipeline where it was, its next
+        iterations to be scheduled again."""
+        data = self._check_checkpoint(text)
+        if not self._enable_checkpointing:
+            raise RuntimeError("restoring a checkpoint in place needs enable_checkpointing=True")
+        now = self._executor.state_before(self._next_index)
+        self._runner.clear()
+        try:
+            self._executor.load_states(data.get("operators"))
+        except ValueError:
+            self._executor.load_states(now)  # back to the next undelivered iteration
+            raise
+        finally:
+            with self._executor.state_lock:
+                self._executor.snapshots.clear()
+            self._next_index = self._executor.iteration
+            self._first_run = True
+            self._stopped = None
         self._iterator_data = data.get("iterator_data")
         self._restored = True
 

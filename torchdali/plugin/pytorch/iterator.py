@@ -15,6 +15,8 @@ import torch
 from .epoch import EpochCounter
 from .policy import LastBatchPolicy
 
+_STATE_FORMAT = "torchdali-iterator"
+
 _AUTO_RESET = {False: False, None: False, "no": False, "off": False, True: True, "yes": True, "on": True}
 
 
@@ -72,12 +74,17 @@ class _PipelineIterator:
         metas = self._reader_metas(cls) if reader_name else None
         self._epochs = EpochCounter(self.batch_size, self._num_gpus, int(size), policy,
                                     last_batch_padded, metas)
-        self._checkpointing = self._restore_epochs(cls)
         self._prepare_first_batch = prepare_first_batch
+        self._start()
+
+    def _start(self):
+        """Take the epoch state from checkpoints the pipelines were restored from, if any,
+        and prepare the first batch if asked to."""
+        self._checkpointing = self._restore_epochs(type(self).__name__)
         self._ever_scheduled = False
         self._ever_consumed = False
         self._first_batch = None
-        if prepare_first_batch:
+        if self._prepare_first_batch:
             try:
                 self._first_batch = self._next_batches()
             except StopIteration:
@@ -114,6 +121,35 @@ class _PipelineIterator:
             raise ValueError(f"{type(self).__name__}: checkpoints() needs pipelines built with "
                              "enable_checkpointing=True")
         return self._take_checkpoints() if self._ever_consumed else list(self._initial_checkpoints)
+
+    # --- torchdata's Stateful convention ---
+    def state_dict(self):
+        """This iterator's place (after the last batch it returned) and its pipelines'
+        states, JSON-serializable: checkpoints() in a dict."""
+        return {"format": _STATE_FORMAT, "checkpoints": self.checkpoints()}
+
+    def load_state_dict(self, state):
+        """Go back (or forward) to `state_dict()`'s point: the pipelines drop what they
+        prefetched and take the saved states, and the next batch is the one that followed."""
+        cls = type(self).__name__
+        if not isinstance(state, dict) or state.get("format") != _STATE_FORMAT:
+            raise ValueError(f"{cls}.load_state_dict: not a state_dict() of a torchdali iterator")
+        checkpoints = state.get("checkpoints")
+        if not isinstance(checkpoints, list) or len(checkpoints) != self._num_gpus:
+            raise ValueError(f"{cls}.load_state_dict: the state holds "
+                             f"{len(checkpoints) if isinstance(checkpoints, list) else 'no'} checkpoints "
+                             f"for {self._num_gpus} pipelines")
+        if not self._checkpointing:
+            raise ValueError(f"{cls}.load_state_dict: needs pipelines built with enable_checkpointing=True")
+        for p, checkpoint in zip(self._pipes, checkpoints):
+            p._check_checkpoint(checkpoint)  # every one fits before any pipeline moves
+        try:
+            for p, checkpoint in zip(self._pipes, checkpoints):
+                p._rewind(checkpoint)
+        except ValueError:
+            self._ever_scheduled = False  # the pipelines dropped what they had scheduled
+            raise
+        self._start()
 
     @staticmethod
     def _policy(cls, fill_last_batch, last_batch_policy):
