@@ -10,6 +10,8 @@ import torch
 from torchdali import fn, pipeline_def
 from torchdali.plugin.pytorch import DALIGenericIterator, DALIIterableDataset, LastBatchPolicy
 
+from conftest import requires_cuda
+
 POLICIES = [LastBatchPolicy.FILL, LastBatchPolicy.DROP, LastBatchPolicy.PARTIAL]
 
 
@@ -171,6 +173,22 @@ def test_iterator_state_dict_rewinds_in_place(files, policy, first):
     take(other, 5)
     other.load_state_dict(state)  # another iterator of the same definition, moved elsewhere
     assert take(other, 7) == expected
+
+
+@pipeline_def(batch_size=4, num_threads=1, device_id=0, seed=7)
+def labelled_gpu(files):
+    _, label = fn.readers.file(files=files, random_shuffle=True, initial_fill=5, name="Reader")
+    return label.gpu(), fn.random.uniform(range=[0, 1]).gpu() * 2
+
+
+@requires_cuda
+def test_iterator_state_dict_rewinds_gpu_pipelines_in_place(files):
+    it = iterator(files, definition=labelled_gpu)
+    take(it, 2)
+    state = it.state_dict()
+    expected = take(it, 7)
+    it.load_state_dict(state)
+    assert take(it, 7) == expected
 
 
 @pipeline_def(batch_size=4, num_threads=1, device_id=None, seed=7)
