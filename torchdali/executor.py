@@ -52,6 +52,22 @@ def derive_seed(pipeline_seed, op_index):
     return int(np.random.SeedSequence([pipeline_seed, op_index]).generate_state(1)[0])
 
 
+def make_operator(node, pipe, rank, num_threads):
+    """The implementation of graph node `node` in `pipe`: its spec (constant arguments and,
+    unless the node has one, a seed derived from its `rank` among the pipeline's operators;
+    None keeps no seed) and the instance."""
+    seed = node.args.get("seed", -1)
+    if (seed is None or seed == -1) and rank is not None:
+        seed = derive_seed(pipe._seed_value, rank)
+    spec = OpSpec(
+        schema=node.schema, name=node.name, device=node.device,
+        args={k: v for k, v in node.args.items() if k not in node.arg_inputs},
+        arg_input_names=tuple(node.arg_inputs), num_outputs=len(node.outputs), seed=seed,
+        max_batch_size=pipe.max_batch_size, num_threads=num_threads,
+        device_id=pipe.device_id, input_devices=tuple(x.device for x in node.inputs))
+    return node.schema.impl(spec)
+
+
 class Executor:
     """Plans the graph once at build time, then executes iterations."""
 
@@ -72,16 +88,7 @@ class Executor:
         rank.update({op_id: len(rank) + i for i, op_id in enumerate(internal)})  # stable checkpoint keys
         self.steps = []
         for node in order:
-            seed = node.args.get("seed", -1)
-            if seed is None or seed == -1:
-                seed = derive_seed(pipe._seed_value, rank[node.id])
-            spec = OpSpec(
-                schema=node.schema, name=node.name, device=node.device,
-                args={k: v for k, v in node.args.items() if k not in node.arg_inputs},
-                arg_input_names=tuple(node.arg_inputs), num_outputs=len(node.outputs), seed=seed,
-                max_batch_size=pipe.max_batch_size, num_threads=pipe.num_threads,
-                device_id=pipe.device_id, input_devices=tuple(x.device for x in node.inputs))
-            step = _Step(node, node.schema.impl(spec))
+            step = _Step(node, make_operator(node, pipe, rank[node.id], pipe.num_threads))
             # Names that are the same for every instance of one definition (checkpoints).
             step.key = node.args.get("name") or f"{node.schema.name}#{rank[node.id]}"
             self.steps.append(step)

@@ -13,11 +13,11 @@ import numpy as np
 import torch
 
 from .. import graph as _graph
-from ..executor import Executor, _Iteration, _Step, derive_seed
+from ..executor import Executor, _Iteration, _Step, make_operator
 from ..graph import DataNode, call_operator
-from ..operators.base import OpSpec, RunContext
+from ..operators.base import RunContext
 from ..tensor_list import TensorList, to_torch_samples
-from . import Pipeline
+from . import Pipeline, _flatten_outputs
 
 
 class DataNodeDebug(DataNode):
@@ -118,7 +118,7 @@ class DebugPipeline(Pipeline):
         try:
             outs = self._definition()
             outs = outs if isinstance(outs, (list, tuple)) else [outs] if outs is not None else []
-            result = tuple(self._output(x, i) for i, x in enumerate(_flatten(outs)))
+            result = tuple(self._output(x, i) for i, x in enumerate(_flatten_outputs(outs)))
         finally:
             Pipeline.pop_current()
             self._eager_calls = False
@@ -133,15 +133,12 @@ class DebugPipeline(Pipeline):
         self._check_outputs(result)
         return result
 
-    def _output(self, value, i):
-        if isinstance(value, DataNodeDebug):
-            return value.get()
-        if isinstance(value, DataNode):
+    @staticmethod
+    def _output(value, i):
+        # Constants became `_constant` calls (run at once) in _flatten_outputs.
+        if not isinstance(value, DataNodeDebug):
             raise TypeError(f"output {i} is a DataNode of another pipeline")
-        if isinstance(value, (list, tuple)):
-            raise TypeError(f"output {i} is a nested list; return DataNodes or constants")
-        # A constant output is a `_constant` operator, as when the pipeline is built.
-        return call_operator("_constant", [], {"value": value, "device": "cpu"}).get()
+        return value.get()
 
     def feed_input(self, data_node, data, layout=None, cuda_stream=None, use_copy_kernel=False):
         """Data for an external_source; kept until the source's first call if it has not run yet."""
@@ -223,24 +220,14 @@ class DebugPipeline(Pipeline):
             if schema_name != "external_source":  # a source is made once, as in DALI
                 _check_unchanged(node.schema.name, first_args, args)
             return impl
-        impl = self._make_impl(node, args, rank)
+        # Seeds as the built pipeline's (the rank among the user's operators), so a
+        # debug run gives the numbers of the same pipeline built normally.
+        impl = make_operator(node, self, rank, 1)
         self._impls.append([node.schema.name, node.device, args, impl])
         if node.schema.name == "external_source":
             for data, layout in self._pending_feeds.pop(impl.spec.name, []):
                 impl.feed(data, layout)
         return impl
-
-    def _make_impl(self, node, args, rank):
-        # Seeds as in the ordinary executor (the rank among the user's operators), so a
-        # debug run gives the numbers of the same pipeline built normally.
-        seed = node.args.get("seed", -1)
-        if (seed is None or seed == -1) and rank is not None:
-            seed = derive_seed(self._seed_value, rank)
-        spec = OpSpec(schema=node.schema, name=node.name, device=node.device, args=args,
-                      arg_input_names=tuple(node.arg_inputs), num_outputs=len(node.outputs), seed=seed,
-                      max_batch_size=self.max_batch_size, num_threads=1, device_id=self.device_id,
-                      input_devices=tuple(x.device for x in node.inputs))
-        return node.schema.impl(spec)
 
 
 def _check_unchanged(op, first, now):
@@ -263,13 +250,3 @@ def _same(a, b):
         return bool(a == b)
     except (TypeError, ValueError):
         return a is b
-
-
-def _flatten(outs):
-    flat = []
-    for x in outs:
-        if isinstance(x, (list, tuple)) and x and all(isinstance(y, DataNode) for y in x):
-            flat.extend(x)
-        else:
-            flat.append(x)
-    return flat
