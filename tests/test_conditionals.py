@@ -446,16 +446,34 @@ def test_fork_tests_in_a_process_without_cuda():
 
 # --- errors ---
 
-def test_condition_must_be_scalar():
-    def body(fn, types, c, x):
-        if c:
-            y = x + 1
-        else:
-            y = x
-        return y
+def if_else(fn, types, c, x):
+    if c:
+        y = x + 1
+    else:
+        y = x
+    return y
 
-    with pytest.raises(ValueError, match=r"condition `c` must be a scalar .* shape \(1,\)"):
-        run(torchdali, body, [np.array([v]) for v in COND], X)
+
+def if_only(fn, types, c, x):
+    if c:
+        y = x + 1
+    return y
+
+
+def while_c(fn, types, c, x):
+    while c:
+        x = x + 1
+    return x
+
+
+@pytest.mark.parametrize("body, cond, error, match", [
+    (if_else, [np.array([v]) for v in COND], ValueError, r"condition `c` must be a scalar .* shape \(1,\)"),
+    (if_only, COND, ValueError, "variable 'y' is assigned in one branch only .* `else` branch"),
+    (while_c, COND, TypeError, "no truth value outside a per-sample `if`"),
+], ids=["non-scalar condition", "assigned in one branch", "while"])
+def test_errors_name_the_problem(body, cond, error, match):
+    with pytest.raises(error, match=match):
+        run(torchdali, body, cond, X)
 
 
 def x_and_c(fn, types, c, x):
@@ -481,16 +499,6 @@ def test_not_accepts_numbers():
     assert [bool(v) for v in out[0]] == [True, False, False, True, False, True, True]
 
 
-def test_variable_assigned_in_one_branch_and_used_after():
-    def body(fn, types, c, x):
-        if c:
-            y = x + 1
-        return y
-
-    with pytest.raises(ValueError, match="variable 'y' is assigned in one branch only .* `else` branch"):
-        run(torchdali, body, COND, X)
-
-
 def test_datanode_as_bool_outside_conditional_mode():
     @pipeline_def(batch_size=2, num_threads=1, device_id=None)
     def pipe():
@@ -501,16 +509,6 @@ def test_datanode_as_bool_outside_conditional_mode():
 
     with pytest.raises(TypeError, match="enable_conditionals=True"):
         pipe()
-
-
-def test_while_on_a_datanode_is_an_error():
-    def body(fn, types, c, x):
-        while c:
-            x = x + 1
-        return x
-
-    with pytest.raises(TypeError, match="no truth value outside a per-sample `if`"):
-        run(torchdali, body, COND, X)
 
 
 def test_branches_must_agree_on_type():
