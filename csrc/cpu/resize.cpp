@@ -150,7 +150,27 @@ TORCHDALI_SIMD_CLONES void horizontal(const float* src, int64_t src_stride, int 
   const int64_t nc = C ? C : channels;
   const float* s[4];
   for (int r = 0; r < 4; ++r) s[r] = src + std::min(r, rows - 1) * src_stride;
-  for (int64_t x = 0; x < n; ++x) {
+  int64_t x = 0;
+  if constexpr (C > 1) {
+    for (; x + 1 < n; x += 2) {  // two pixels: 8 independent sums
+      const int32_t* idx = t.idx.data() + x * support;
+      const float* w = t.w.data() + x * support;
+      float4 a0[4] = {}, a1[4] = {};
+      for (int k = 0; k < support; ++k) {
+        const float w0 = w[k], w1 = w[support + k];
+        const int32_t i0 = idx[k], i1 = idx[support + k];
+        for (int r = 0; r < 4; ++r) {
+          a0[r] += w0 * load4(s[r] + i0);
+          a1[r] += w1 * load4(s[r] + i1);
+        }
+      }
+      for (int r = 0; r < rows; ++r) {
+        std::memcpy(dst + r * dst_stride + x * C, &a0[r], sizeof(float4));
+        std::memcpy(dst + r * dst_stride + (x + 1) * C, &a1[r], sizeof(float4));
+      }
+    }
+  }
+  for (; x < n; ++x) {
     const int32_t* idx = t.idx.data() + x * support;
     const float* w = t.w.data() + x * support;
     if constexpr (C == 1) {
