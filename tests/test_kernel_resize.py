@@ -95,8 +95,9 @@ def assert_matches(outs, expected, out_dtype, interp):
                          ids=["nn", "linear", "triangular", "cubic", "lanczos3"])
 @pytest.mark.parametrize("out_dtype", [torch.float32, torch.uint8])
 @pytest.mark.parametrize("in_dtype", [torch.uint8, torch.float16, torch.float32])
-def test_matches_reference(in_dtype, out_dtype, interp, antialias, device):
-    images = random_images(SIZES, 3, in_dtype, device)
+@pytest.mark.parametrize("channels", [1, 3, 4, 5])  # the CPU kernel's pixel sizes, and any
+def test_matches_reference(channels, in_dtype, out_dtype, interp, antialias, device):
+    images = random_images(SIZES, channels, in_dtype, device)
     rois = torch.zeros(len(SIZES), 4)
     outs = resize(images, OUT_SIZES, rois, interp, antialias, out_dtype)
     assert all(o.device.type == device for o in outs)
@@ -178,22 +179,32 @@ def test_cuda_matches_cpu(interp):
 
 
 # The CUDA kernel resamples output tiles in shared memory, its tile size planned from the
-# batch's steepest downscale, and falls back to two passes when no tile fits.
-TILE_CASES = {
-    "five_channels": ([(37, 45), (64, 3)], [(19, 90), (8, 8)], 5, torch.uint8, LINEAR),
-    "float16_cubic": ([(301, 257)], [(97, 200)], 3, torch.float16, CUBIC),
-    "steep_tiles": ([(600, 700), (90, 80)], [(60, 40), (200, 200)], 3, torch.uint8, LINEAR),
-    "two_pass_fallback": ([(1200, 1600), (30, 41)], [(4, 3), (7, 9)], 3, torch.uint8, LANCZOS3),
-    "gray_nn_up": ([(5, 6)], [(300, 410)], 1, torch.float32, NN),
+# batch's steepest downscale, and falls back to two passes when no tile fits. The CPU kernel
+# cuts the batch into bands of output rows (the first pass's rows of a band overlap the next's).
+LARGE_CASES = {  # sizes, out_sizes, channels, dtype, interp, ROI of sample 0 (None: none)
+    "five_channels": ([(37, 45), (64, 3)], [(19, 90), (8, 8)], 5, torch.uint8, LINEAR, None),
+    "float16_cubic": ([(301, 257)], [(97, 200)], 3, torch.float16, CUBIC, None),
+    "steep_tiles": ([(600, 700), (90, 80)], [(60, 40), (200, 200)], 3, torch.uint8, LINEAR, None),
+    "two_pass_fallback": ([(1200, 1600), (30, 41)], [(4, 3), (7, 9)], 3, torch.uint8, LANCZOS3,
+                          None),
+    "gray_nn_up": ([(5, 6)], [(300, 410)], 1, torch.float32, NN, None),
+    "horizontal_first_bands_y_flipped": ([(400, 1000), (30, 41)], [(300, 500), (7, 9)], 4,
+                                         torch.uint8, LINEAR, [390.5, 20.0, 3.0, 990.0]),
+    "vertical_first_bands_x_flipped": ([(301, 157)], [(61, 150)], 3, torch.float32, LINEAR,
+                                       [0.0, 150.0, 301.0, 2.5]),
+    "gray_cubic_up": ([(120, 90)], [(333, 251)], 1, torch.float16, CUBIC, [10.0, 80.5, 100.0, 3.0]),
+    "five_channels_lanczos_up": ([(700, 40)], [(90, 300)], 5, torch.uint8, LANCZOS3, None),
 }
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("case", TILE_CASES.values(), ids=TILE_CASES.keys())
-def test_cuda_tiles_and_two_pass_match_the_reference(case):
-    sizes, out_sizes, channels, dtype, interp = case
-    images = random_images(sizes, channels, dtype, "cuda", seed=3)
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", LARGE_CASES.values(), ids=LARGE_CASES.keys())
+def test_tiles_bands_and_two_pass_match_the_reference(case, device):
+    sizes, out_sizes, channels, dtype, interp, roi = case
+    images = random_images(sizes, channels, dtype, device, seed=3)
     rois = torch.zeros(len(sizes), 4)
+    if roi is not None:
+        rois[0] = torch.tensor(roi)
     outs = resize(images, out_sizes, rois, interp, True, torch.float32)
     assert_matches(outs, reference(images, out_sizes, rois, interp, True), torch.float32, interp)
 
