@@ -32,12 +32,16 @@ def _sources(pattern):
 def _extension():
     sources = _sources("csrc/*.cpp") + _sources("csrc/cpu/*.cpp")
     # The C++ standard is left to torch: its headers need C++17 or, from 2.10 on, C++20.
-    extra = {"cxx": ["-O3"]}
+    # OpenMP: at::parallel_for is inline, and runs serially in code built without it; the
+    # extension then shares torch's OpenMP runtime (libgomp.so.1, loaded by torch first), so
+    # torch.set_num_threads() sets the CPU kernels' threads too.
+    extra = {"cxx": ["-O3", "-fopenmp"]}
+    link = ["-fopenmp"]
     if _with_cuda():
         extra["nvcc"] = ["-O3", "--expt-relaxed-constexpr"]
         return CUDAExtension("torchdali._C", sources + _sources("csrc/cuda/*.cu"),
-                             extra_compile_args=extra)
-    return CppExtension("torchdali._C", sources, extra_compile_args=extra)
+                             extra_compile_args=extra, extra_link_args=link)
+    return CppExtension("torchdali._C", sources, extra_compile_args=extra, extra_link_args=link)
 
 
 setup(
