@@ -11,6 +11,8 @@ from conftest import random_images
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs a CUDA GPU"))]
 SIZES = [(17, 23), (1, 1), (31, 5), (8, 40)]
+# With a wide image and crop, rows are long enough for the CPU kernel's vector loops.
+WIDE, WIDE_CROP = SIZES + [(7, 150), (5, 131)], (9, 83)
 # Per output dtype: (scale, shift) keeping values mostly in range, with some saturation.
 NORM = {torch.float32: (1.0, 0.0), torch.float16: (2.0, 0.5), torch.uint8: (64.0, 128.0),
         torch.int8: (50.0, 0.0), torch.int16: (2e4, -3.0), torch.int32: (2e9, 7.0)}
@@ -82,11 +84,13 @@ def assert_matches(out, expected):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("out_channels", [3, 4], ids=["c3", "pad4"])
 @pytest.mark.parametrize("out_chw", [False, True], ids=["hwc", "chw"])
 @pytest.mark.parametrize("out_dtype", [torch.float32, torch.float16, torch.uint8])
 @pytest.mark.parametrize("in_dtype", [torch.uint8, torch.float16, torch.float32])
-def test_matches_reference(in_dtype, out_dtype, out_chw, device):
-    args = make_args(SIZES, in_dtype, out_dtype, out_chw, device)
+def test_matches_reference(in_dtype, out_dtype, out_chw, out_channels, device):
+    args = make_args(WIDE, in_dtype, out_dtype, out_chw, device, out_channels=out_channels,
+                     crop=WIDE_CROP)
     out = torch.ops.torchdali.crop_mirror_normalize.default(*args)
     assert out.device.type == device
     assert_matches(out, reference(*args))
@@ -96,7 +100,8 @@ def test_matches_reference(in_dtype, out_dtype, out_chw, device):
 @pytest.mark.parametrize("out_chw", [False, True], ids=["to_hwc", "to_chw"])
 @pytest.mark.parametrize("in_dtype", [torch.uint8, torch.float16, torch.float32])
 def test_chw_input_matches_reference(in_dtype, out_chw, device):
-    args = make_args(SIZES + [(3, 40)], in_dtype, torch.float32, out_chw, device, c=4)
+    args = make_args(WIDE + [(3, 40)], in_dtype, torch.float32, out_chw, device, c=4,
+                     crop=WIDE_CROP)
     chw = [im.permute(2, 0, 1).contiguous() for im in args[0]]
     out = crop_mirror_normalize(chw, *args[1:], in_chw=True)
     assert_matches(out, reference(*args))
