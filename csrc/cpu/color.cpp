@@ -5,9 +5,38 @@
 #include <algorithm>
 
 #include "../color.h"
+#include "convert.h"
+#include "simd.h"
 
 namespace torchdali {
 namespace {
+
+// Transforms n pixels of `channels` interleaved channels (K > 0: of K channels, with the
+// matrix held in registers); the same arithmetic as color::transform_pixel.
+template <typename In, typename Out, int K>
+TORCHDALI_SIMD_CLONES void transform_run(const In* __restrict src, Out* __restrict dst,
+                                         int64_t n, int64_t channels,
+                                         const float* __restrict m,
+                                         const float* __restrict offset) {
+  if constexpr (K > 0) {
+    float mk[K * K], ok[K];
+    for (int c = 0; c < K * K; ++c) mk[c] = m[c];
+    for (int c = 0; c < K; ++c) ok[c] = offset[c];
+    for (int64_t p = 0; p < n; ++p) {
+      float in[K];
+      for (int k = 0; k < K; ++k) in[k] = static_cast<float>(src[p * K + k]);
+      for (int c = 0; c < K; ++c) {
+        float v = ok[c];
+        for (int k = 0; k < K; ++k) v += mk[c * K + k] * in[k];
+        dst[p * K + c] = saturate<Out>(v);
+      }
+    }
+  } else {
+    for (int64_t p = 0; p < n; ++p)
+      color::transform_pixel<In, Out>(src + p * channels, dst + p * channels, channels, m,
+                                      offset);
+  }
+}
 
 template <typename In, typename Out>
 void color_cpu(const color::Args& a) {
@@ -33,11 +62,9 @@ void color_cpu(const color::Args& a) {
       const float* m = matrices + i * C * C;
       const float* off = offsets + i * C;
       if (C == 3) {
-        for (int64_t p = p0; p < p1; ++p)
-          color::transform_pixel3<In, Out>(src + p * 3, dst + p * 3, m, off);
+        transform_run<In, Out, 3>(src + p0 * 3, dst + p0 * 3, p1 - p0, 3, m, off);
       } else {
-        for (int64_t p = p0; p < p1; ++p)
-          color::transform_pixel<In, Out>(src + p * C, dst + p * C, C, m, off);
+        transform_run<In, Out, 0>(src + p0 * C, dst + p0 * C, p1 - p0, C, m, off);
       }
     }
   });
