@@ -40,10 +40,10 @@ def assert_same(outs, expected):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("layout", ["HWC", "CHW"])
-def test_flip_matches_reference(device, dtype, layout):
+@pytest.mark.parametrize("layout, c", [("HWC", 3), ("CHW", 3), ("HWC", 4), ("HWC", 5)])
+def test_flip_matches_reference(device, dtype, layout, c):
     chw = layout == "CHW"
-    images = random_images(SIZES, 3, dtype, device, chw=chw)
+    images = random_images(SIZES, c, dtype, device, chw=chw)
     horizontal = torch.tensor([1, 0, 1, 0])
     vertical = torch.tensor([0, 1, 1, 0], dtype=torch.int32)
     height_dim = 1 if chw else 0
@@ -87,8 +87,9 @@ def test_flip_non_contiguous_input_and_flags_on_device(device):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("perm", [(2, 0, 1), (1, 2, 0), (1, 0, 2), (0, 1, 2), (2, 1, 0)])
-def test_transpose_matches_permute(device, dtype, perm):
-    images = random_images(SIZES, 3, dtype, device)
+@pytest.mark.parametrize("layout, c", [("HWC", 3), ("CHW", 3), ("HWC", 4), ("CHW", 2)])
+def test_transpose_matches_permute(device, dtype, perm, layout, c):
+    images = random_images(SIZES, c, dtype, device, chw=layout == "CHW")
     assert_same(transpose(images, perm), [im.permute(perm) for im in images])
 
 
