@@ -8,12 +8,44 @@
 #include <vector>
 
 #include "../separable_conv.h"
+#include "convert.h"
 #include "rows.h"
+#include "simd.h"
 
 namespace torchdali {
 namespace {
 
 constexpr int64_t kWide = 16;
+
+// out[e] = sum_k w[k] * in[e + k * step] for k = 0..taps-1, in order, for e < m: a run of
+// outputs whose taps are `step` elements apart, as one contiguous loop per tap.
+template <typename Src, typename Dst>
+TORCHDALI_SIMD_CLONES void convolve_run(const Src* __restrict in, Dst* __restrict out,
+                                        float* __restrict acc, int64_t m, int64_t step,
+                                        const float* __restrict w, int64_t taps) {
+  for (int64_t e = 0; e < m; ++e) acc[e] = 0.f;
+  for (int64_t k = 0; k < taps; ++k) {
+    const Src* s = in + k * step;
+    const float wk = w[k];
+    for (int64_t e = 0; e < m; ++e) acc[e] = conv::mul_add(acc[e], wk, static_cast<float>(s[e]));
+  }
+  for (int64_t e = 0; e < m; ++e) out[e] = saturate<Dst>(acc[e]);
+}
+
+// Output row x of a line of n rows of `inner` elements: its taps are rows, reflected at the
+// line's ends.
+template <typename Src, typename Dst>
+TORCHDALI_SIMD_CLONES void convolve_rows(const Src* __restrict line, Dst* __restrict out,
+                                         float* __restrict acc, int64_t n, int64_t inner,
+                                         int64_t x, const float* __restrict w, int64_t r) {
+  for (int64_t j = 0; j < inner; ++j) acc[j] = 0.f;
+  for (int64_t k = 0; k <= 2 * r; ++k) {
+    const Src* in = line + conv::reflect101(x + k - r, n) * inner;
+    const float wk = w[k];
+    for (int64_t j = 0; j < inner; ++j) acc[j] = conv::mul_add(acc[j], wk, static_cast<float>(in[j]));
+  }
+  for (int64_t j = 0; j < inner; ++j) out[j] = saturate<Dst>(acc[j]);
+}
 
 template <typename Src, typename Dst>
 void pass_cpu(const conv::Args& a, int64_t p, const std::vector<const Src*>& src,
@@ -32,26 +64,31 @@ void pass_cpu(const conv::Args& a, int64_t p, const std::vector<const Src*>& src
     const conv::Pass& s = passes[i];
     const float* w = windows + s.window_at;
     const int64_t r = s.radius;
-    if (s.inner < kWide) {
-      const Src* line = src[i] + row * s.n * s.inner;
-      Dst* out = dst[i] + row * s.n * s.inner;
-      for (int64_t x = 0; x < s.n; ++x)
+    thread_local std::vector<float> acc;
+    if (s.inner >= kWide) {
+      const int64_t o = row / s.n, x = row % s.n;
+      acc.resize(s.inner);
+      convolve_rows(src[i] + o * s.n * s.inner, dst[i] + row * s.inner, acc.data(), s.n,
+                    s.inner, x, w, r);
+      return;
+    }
+    // A whole line: its interior [r, n - r) as one run, its ends element by element.
+    const Src* line = src[i] + row * s.n * s.inner;
+    Dst* out = dst[i] + row * s.n * s.inner;
+    const int64_t lo = std::min(r, s.n), hi = std::max(lo, s.n - r);
+    if (hi > lo) {
+      acc.resize((hi - lo) * s.inner);
+      convolve_run(line + (lo - r) * s.inner, out + lo * s.inner, acc.data(),
+                   (hi - lo) * s.inner, s.inner, w, 2 * r + 1);
+    }
+    auto ends = [&](int64_t x0, int64_t x1) {
+      for (int64_t x = x0; x < x1; ++x)
         for (int64_t j = 0; j < s.inner; ++j)
           out[x * s.inner + j] =
               cmn::convert_sat<Dst>(conv::convolve_at(line + j, s.n, s.inner, x, w, r));
-      return;
-    }
-    const int64_t o = row / s.n, x = row % s.n;
-    const Src* line = src[i] + o * s.n * s.inner;
-    thread_local std::vector<float> acc;
-    acc.assign(s.inner, 0.f);
-    for (int64_t k = 0; k <= 2 * r; ++k) {
-      const Src* in = line + conv::reflect101(x + k - r, s.n) * s.inner;
-      const float wk = w[k];
-      for (int64_t j = 0; j < s.inner; ++j) acc[j] = conv::mul_add(acc[j], wk, static_cast<float>(in[j]));
-    }
-    Dst* out = dst[i] + row * s.inner;
-    for (int64_t j = 0; j < s.inner; ++j) out[j] = cmn::convert_sat<Dst>(acc[j]);
+    };
+    ends(0, lo);
+    ends(hi, s.n);
   });
 }
 

@@ -12,39 +12,65 @@
 namespace torchdali {
 namespace {
 
-// Output row y of a sample sampled with INTERP_LINEAR: pixels whose four taps lie inside the
-// image are blended here (K > 0: K channels), with warp_pixel's arithmetic; the others, near
-// the image's edges, go through warp_pixel.
+// The source point of output pixel (x, y) minus half a pixel, as warp_pixel computes it for
+// INTERP_LINEAR, with px_y = m[1] * (y + 0.5) and py_y = m[4] * (y + 0.5).
+inline void linear_point(const warp::Sample& s, int64_t x, float px_y, float py_y, float& sx,
+                         float& sy) {
+  const float fx = static_cast<float>(x) + 0.5f;
+  sx = warp::limit(warp::add(warp::add(warp::mul(s.m[0], fx), px_y), s.m[2]) - 0.5f);
+  sy = warp::limit(warp::add(warp::add(warp::mul(s.m[3], fx), py_y), s.m[5]) - 0.5f);
+}
+
+// Whether all four taps of output pixel x lie inside the image.
+inline bool taps_inside(const warp::Sample& s, int64_t x, float px_y, float py_y) {
+  float sx, sy;
+  linear_point(s, x, px_y, py_y, sx, sy);
+  const int64_t c0 = static_cast<int64_t>(std::floor(sx));
+  const int64_t r0 = static_cast<int64_t>(std::floor(sy));
+  return c0 >= 0 && c0 + 1 < s.in_w && r0 >= 0 && r0 + 1 < s.in_h;
+}
+
+// Pixels [x0, x1) of output row y, sampled with INTERP_LINEAR, all four taps inside the image
+// (K > 0: K channels): warp_pixel's arithmetic without its border cases.
 template <typename In, typename Out, int K>
-TORCHDALI_SIMD_CLONES void warp_row_linear(const warp::Sample& s, int64_t y, const float* border) {
+TORCHDALI_SIMD_CLONES void linear_inside(const warp::Sample& s, int64_t y, int64_t x0,
+                                         int64_t x1, float px_y, float py_y) {
   const In* src = static_cast<const In*>(s.src);
   Out* dst = static_cast<Out*>(s.dst) + y * s.out_w * s.out_pixel_stride;
   const int64_t channels = K > 0 ? K : s.channels;
   const int64_t ps = s.in_pixel_stride, cs = s.in_channel_stride, row = s.in_w * ps;
-  const float fy = static_cast<float>(y) + 0.5f;
-  const float py_y = warp::mul(s.m[4], fy), px_y = warp::mul(s.m[1], fy);
-  for (int64_t x = 0; x < s.out_w; ++x) {
-    const float fx = static_cast<float>(x) + 0.5f;
-    const float px = warp::add(warp::add(warp::mul(s.m[0], fx), px_y), s.m[2]);
-    const float py = warp::add(warp::add(warp::mul(s.m[3], fx), py_y), s.m[5]);
-    const float sx = warp::limit(px - 0.5f), sy = warp::limit(py - 0.5f);
+  const int64_t ops = s.out_pixel_stride, ocs = s.out_channel_stride;
+  for (int64_t x = x0; x < x1; ++x) {
+    float sx, sy;
+    linear_point(s, x, px_y, py_y, sx, sy);
     const float fx0 = std::floor(sx), fy0 = std::floor(sy);
-    const int64_t c0 = static_cast<int64_t>(fx0), r0 = static_cast<int64_t>(fy0);
-    if (c0 < 0 || c0 + 1 >= s.in_w || r0 < 0 || r0 + 1 >= s.in_h) {
-      warp::warp_pixel<In, Out>(s, x, y, border);
-      continue;
-    }
     const float qx = sx - fx0, wx = 1.f - qx, qy = sy - fy0;
-    const In* p = src + r0 * row + c0 * ps;
-    Out* o = dst + x * s.out_pixel_stride;
+    const In* p = src + static_cast<int64_t>(fy0) * row + static_cast<int64_t>(fx0) * ps;
     for (int64_t ch = 0; ch < channels; ++ch) {
       const In* t = p + ch * cs;
       const float top = warp::add(warp::mul(static_cast<float>(t[0]), wx),
                                   warp::mul(static_cast<float>(t[ps]), qx));
       const float bottom = warp::add(warp::mul(static_cast<float>(t[row]), wx),
                                      warp::mul(static_cast<float>(t[row + ps]), qx));
-      o[ch * s.out_channel_stride] = saturate<Out>(warp::add(top, warp::mul(bottom - top, qy)));
+      dst[x * ops + ch * ocs] = saturate<Out>(warp::add(top, warp::mul(bottom - top, qy)));
     }
+  }
+}
+
+// Output row y with INTERP_LINEAR. The source point moves along a line as x grows, so the
+// pixels whose taps all lie inside the image form one run [x0, x1); the others go through
+// warp_pixel.
+template <typename In, typename Out>
+void warp_row_linear(const warp::Sample& s, int64_t y, const float* border) {
+  const float fy = static_cast<float>(y) + 0.5f;
+  const float px_y = warp::mul(s.m[1], fy), py_y = warp::mul(s.m[4], fy);
+  int64_t x0 = 0, x1 = s.out_w;
+  while (x0 < x1 && !taps_inside(s, x0, px_y, py_y)) warp::warp_pixel<In, Out>(s, x0++, y, border);
+  while (x1 > x0 && !taps_inside(s, x1 - 1, px_y, py_y)) warp::warp_pixel<In, Out>(s, --x1, y, border);
+  if (s.channels == 3) {
+    linear_inside<In, Out, 3>(s, y, x0, x1, px_y, py_y);
+  } else {
+    linear_inside<In, Out, 0>(s, y, x0, x1, px_y, py_y);
   }
 }
 
@@ -61,8 +87,7 @@ void warp_cpu_impl(const warp::Args& a) {
   }
   for_each_row(rows, row_cost, [&](int64_t i, int64_t y) {
     const warp::Sample& s = a.samples[i];
-    if (s.interp == warp::kLinear && s.channels == 3) return warp_row_linear<In, Out, 3>(s, y, b);
-    if (s.interp == warp::kLinear) return warp_row_linear<In, Out, 0>(s, y, b);
+    if (s.interp == warp::kLinear) return warp_row_linear<In, Out>(s, y, b);
     for (int64_t x = 0; x < s.out_w; ++x) warp::warp_pixel<In, Out>(s, x, y, b);
   });
 }
