@@ -69,6 +69,15 @@ C10_HOST_DEVICE inline int64_t clamp_index(int64_t v, int64_t size) {
   return v < 0 ? 0 : (v >= size ? size - 1 : v);
 }
 
+// The source point of output pixel x of a row: m x (x + 0.5, y + 0.5, 1), given the row's
+// terms px_y = m[1] * (y + 0.5) and py_y = m[4] * (y + 0.5) (a row computes them once).
+C10_HOST_DEVICE inline void source_point(const Sample& s, int64_t x, float px_y, float py_y,
+                                         float& px, float& py) {
+  const float fx = static_cast<float>(x) + 0.5f;
+  px = add(add(mul(s.m[0], fx), px_y), s.m[2]);
+  py = add(add(mul(s.m[3], fx), py_y), s.m[5]);
+}
+
 // Writes output pixel (x, y) of sample `s`, all channels. `border`: nullptr to clamp to the
 // edge, else 2 * channels floats: the value INTERP_NN writes outside the image, then the
 // value INTERP_LINEAR reads there (see border_table).
@@ -77,9 +86,9 @@ C10_HOST_DEVICE inline void warp_pixel(const Sample& s, int64_t x, int64_t y,
                                        const float* border) {
   const In* src = static_cast<const In*>(s.src);
   Out* dst = static_cast<Out*>(s.dst) + (y * s.out_w + x) * s.out_pixel_stride;
-  const float fx = static_cast<float>(x) + 0.5f, fy = static_cast<float>(y) + 0.5f;
-  const float px = add(add(mul(s.m[0], fx), mul(s.m[1], fy)), s.m[2]);
-  const float py = add(add(mul(s.m[3], fx), mul(s.m[4], fy)), s.m[5]);
+  const float fy = static_cast<float>(y) + 0.5f;
+  float px, py;
+  source_point(s, x, mul(s.m[1], fy), mul(s.m[4], fy), px, py);
   const int64_t cs = s.in_channel_stride, ocs = s.out_channel_stride;
   if (s.interp == kNN) {
     int64_t c0 = static_cast<int64_t>(::floorf(limit(px)));

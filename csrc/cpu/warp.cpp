@@ -12,13 +12,14 @@
 namespace torchdali {
 namespace {
 
-// The source point of output pixel (x, y) minus half a pixel, as warp_pixel computes it for
-// INTERP_LINEAR, with px_y = m[1] * (y + 0.5) and py_y = m[4] * (y + 0.5).
+// The source point of output pixel x of a row minus half a pixel, as warp_pixel computes it
+// for INTERP_LINEAR (px_y, py_y: see warp::source_point).
 inline void linear_point(const warp::Sample& s, int64_t x, float px_y, float py_y, float& sx,
                          float& sy) {
-  const float fx = static_cast<float>(x) + 0.5f;
-  sx = warp::limit(warp::add(warp::add(warp::mul(s.m[0], fx), px_y), s.m[2]) - 0.5f);
-  sy = warp::limit(warp::add(warp::add(warp::mul(s.m[3], fx), py_y), s.m[5]) - 0.5f);
+  float px, py;
+  warp::source_point(s, x, px_y, py_y, px, py);
+  sx = warp::limit(px - 0.5f);
+  sy = warp::limit(py - 0.5f);
 }
 
 // Whether all four taps of output pixel x lie inside the image.
