@@ -3,6 +3,7 @@ must move and against the equivalent torchvision v2 call on the same batch.
 
     python benchmarks/kernels.py                  # GPU: batch 256, ~375x500 uint8 images
     python benchmarks/kernels.py --device cpu --batch 8
+    python benchmarks/kernels.py --only resize    # the rows whose name contains "resize"
 
 Each row: the time of one call on the batch (CUDA events over back-to-back calls, host
 work included: what a pipeline pays), the GPU's busy time per call (kernels and copies, from
@@ -217,6 +218,7 @@ def main():
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--only", default="", help="time only the kernels whose name contains this")
     a = parser.parse_args()
     name = torch.cuda.get_device_name() if a.device == "cuda" else "CPU"
     nominal = next((v for k, v in NOMINAL_GBS.items() if k in name), None)
@@ -230,6 +232,8 @@ def main():
     print(header)
     print("-" * len(header))
     for label, ours, tv, moved in cases(hwc, chw, a.device):
+        if a.only not in label:
+            continue
         t_ours = timed(ours, a.device, a.iters)
         t_gpu = gpu_time(ours, a.iters) if a.device == "cuda" else t_ours
         t_tv = timed(tv, a.device, max(1, a.iters // 4))
