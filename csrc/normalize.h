@@ -89,14 +89,17 @@ C10_HOST_DEVICE inline void param_offsets(const Plan& p, Index idx, Index& m, In
 
 // (v - mean) * inv_std + shift, rounded after each step on both CPU and GPU (no fused
 // multiply-add), so the CPU and CUDA kernels give the same results.
+C10_HOST_DEVICE inline float value(float v, float mean, float inv_std, float shift) {
+#ifdef __CUDA_ARCH__
+  return __fadd_rn(__fmul_rn(__fsub_rn(v, mean), inv_std), shift);
+#else
+  return (v - mean) * inv_std + shift;
+#endif
+}
+
 template <typename In, typename Out>
 C10_HOST_DEVICE inline Out apply(In v, float mean, float inv_std, float shift) {
-#ifdef __CUDA_ARCH__
-  return cmn::convert_sat<Out>(
-      __fadd_rn(__fmul_rn(__fsub_rn(static_cast<float>(v), mean), inv_std), shift));
-#else
-  return cmn::convert_sat<Out>((static_cast<float>(v) - mean) * inv_std + shift);
-#endif
+  return cmn::convert_sat<Out>(value(static_cast<float>(v), mean, inv_std, shift));
 }
 
 inline bool is_allowed_input(at::ScalarType t) {

@@ -25,13 +25,16 @@ TORCHDALI_SIMD_CLONES void normalize_run(const In* __restrict src, Out* __restri
                                          float shift) {
   if (ms == 0 && is == 0) {
     const float m = mean[0], s = inv_std[0];
-    for (int64_t x = 0; x < n; ++x) dst[x] = saturate<Out>((static_cast<float>(src[x]) - m) * s + shift);
+    for (int64_t x = 0; x < n; ++x)
+      dst[x] = saturate<Out>(normalize::value(static_cast<float>(src[x]), m, s, shift));
   } else if (ms == 1 && is == 1) {
     for (int64_t x = 0; x < n; ++x)
-      dst[x] = saturate<Out>((static_cast<float>(src[x]) - mean[x]) * inv_std[x] + shift);
+      dst[x] =
+          saturate<Out>(normalize::value(static_cast<float>(src[x]), mean[x], inv_std[x], shift));
   } else {
     for (int64_t x = 0; x < n; ++x)
-      dst[x] = saturate<Out>((static_cast<float>(src[x]) - mean[x * ms]) * inv_std[x * is] + shift);
+      dst[x] = saturate<Out>(
+          normalize::value(static_cast<float>(src[x]), mean[x * ms], inv_std[x * is], shift));
   }
 }
 
