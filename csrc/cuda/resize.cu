@@ -1,8 +1,9 @@
-// CUDA kernel of torchdali::resize. Normally one launch per batch: each block resamples an
-// output tile of one sample entirely in shared memory (the source patch it reads, the
-// horizontally resampled rows, the per-tile filter weights), so the image is read once and
-// nothing but the output is written. Downscales too steep for a tile's patch to fit in shared
-// memory take two launches (first pass, second pass) through a float intermediate. Per-sample
+// CUDA kernel of torchdali::resize. Normally one launch per batch: each block resamples a few
+// output tiles down a column of one sample entirely in shared memory (the source patch a tile
+// reads, the horizontally resampled rows, the filter weights), so the image is read once and
+// nothing but the output is written; the next tile's patch is copied while the block
+// resamples the current one. Downscales too steep for a tile's patch to fit in shared memory
+// take two launches (first pass, second pass) through a float intermediate. Per-sample
 // descriptors go up in one asynchronous copy and filter weights are computed on the device,
 // so a call never waits for the GPU.
 #include <c10/cuda/CUDAException.h>
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -24,7 +26,7 @@ namespace {
 
 using resize::Axis;
 
-// ---- One pass: an output tile per block, resampled in shared memory ----
+// ---- One pass: output tiles resampled in shared memory ----
 
 // One unit (an HWC image or a channel plane) of the tiled kernel.
 struct TileDesc {
@@ -32,6 +34,25 @@ struct TileDesc {
   void* dst;
   Axis axis[2];  // rows, columns
 };
+
+// One axis of a tile: outputs [out0, out0 + outs) and the source indices [src0, src0 + srcs)
+// that they read.
+struct Span {
+  int64_t out0, src0;
+  int outs, srcs;
+};
+
+// The span of tile `index` along `ax`, tiles being `size` outputs long; false when the output
+// ends before it (the same for the whole block).
+__device__ inline bool locate(const Axis& ax, int64_t index, int size, Span& s) {
+  s.out0 = index * size;
+  if (s.out0 >= ax.out_size) return false;
+  s.outs = static_cast<int>(ax.out_size - s.out0 < size ? ax.out_size - s.out0 : size);
+  const resize::Range r = resize::tap_range(ax, s.out0, s.out0 + s.outs - 1);
+  s.src0 = r.lo;
+  s.srcs = static_cast<int>(r.hi - r.lo);
+  return true;
+}
 
 // Patch rows hold the aligned 16-byte words that a source row's elements lie in (such a word
 // lies inside the row's allocation), so a row is copied without shifting bytes; its data
@@ -41,21 +62,27 @@ C10_HOST_DEVICE inline int patch_pitch_bytes(int seg, int size) {
   return kWord * ((seg * size + kWord - 1) / kWord + 1);
 }
 
-// The launch-wide tile geometry; shared memory holds, in this order: column taps (offset of
+// The launch-wide tile geometry. Shared memory holds, in this order: column taps (offset of
 // the source element, weight) for tile_w outputs, row taps for tile_h outputs, the
-// horizontally resampled rows (float, patch_rows x tile_w x C) and the source patch
-// (patch_rows rows of patch_pitch_bytes).
+// horizontally resampled rows (float, patch_rows x tile_w x C) and `buffers` source patches
+// (each patch_rows rows of `pitch` bytes and `slack` bytes that the byte rows' word reads may
+// pass their end by). A block resamples tiles_per_block tiles down a column of the output,
+// copying the next tile's patch while it resamples the current one: all of it with two
+// buffers, its vertical pass with one.
 struct TileShape {
   int tile_w = 32, tile_h = 32;  // powers of two
   int taps_x = 1, taps_y = 1;    // most taps per output coordinate in the batch
   int patch_rows = 0, patch_cols = 0;
+  int pitch = 0, slack = 0;
+  int buffers = 2, tiles_per_block = 1;
   int64_t bytes = 0;  // of shared memory
 
   C10_HOST_DEVICE int64_t mid_at() const {
     return (8 * (int64_t(tile_w) * taps_x + int64_t(tile_h) * taps_y) + 15) / 16 * 16;
   }
-  C10_HOST_DEVICE int64_t patch_at(int C) const {
-    return mid_at() + 4 * int64_t(patch_rows) * tile_w * C;
+  C10_HOST_DEVICE int64_t patch_at(int C, int k) const {
+    return mid_at() + 4 * int64_t(patch_rows) * tile_w * C +
+           k * (int64_t(patch_rows) * pitch + slack);
   }
 };
 
@@ -65,23 +92,29 @@ using Tap = int2;
 
 // Normalized taps of outputs [o0, o0 + count) of `ax`, an output per thread of [t0, t0 + nt):
 // offsets (source index - base) * pitch and weights; tap k of output o at
-// taps[o * o_stride + k * k_stride], `n` taps per output (unused ones weigh 0).
+// taps[o * o_stride + k * k_stride], `n` taps per output. The taps of an output read the n
+// consecutive source indices from its first one on: taps clamped to the same edge index add
+// up, and those past the last index weigh 0 (and read that index), so the taps of an output
+// also are one window of source elements.
 __device__ void tile_taps(const Axis& ax, int64_t o0, int count, int64_t base, int pitch, int n,
                           int o_stride, int k_stride, int t0, int nt, Tap* taps) {
   const int t = static_cast<int>(threadIdx.x) - t0;
   if (t < 0 || t >= nt) return;
   for (int o = t; o < count; o += nt) {
     Tap* out = taps + o * o_stride;
-    int k = 0;
+    for (int k = 0; k < n; ++k) out[k * k_stride].y = 0;
+    int64_t first = -1;
     const float sum = resize::for_taps(ax, o0 + o, [&](int64_t s, float c) {
-      out[k++ * k_stride] = Tap{static_cast<int>(s - base) * pitch, __float_as_int(c)};
+      if (first < 0) first = s;
+      int& w = out[(s - first) * k_stride].y;
+      w = __float_as_int(__int_as_float(w) + c);
     });
     const float norm = sum != 0.f ? 1.f / sum : 1.f;
-    for (int j = 0; j < k; ++j) {
-      int& w = out[j * k_stride].y;
-      w = __float_as_int(__int_as_float(w) * norm);
+    for (int k = 0; k < n; ++k) {
+      const int64_t s = first + k < ax.in_size ? first + k : ax.in_size - 1;
+      Tap& tap = out[k * k_stride];
+      tap = Tap{static_cast<int>(s - base) * pitch, __float_as_int(__int_as_float(tap.y) * norm)};
     }
-    for (; k < n; ++k) out[k * k_stride] = Tap{0, 0};
   }
 }
 
@@ -122,34 +155,52 @@ __device__ inline float biased(S v) {
     return static_cast<float>(v);
 }
 
+// Byte `i` (0-3) of `word` as the float 32768 + byte: the byte becomes bits 8-15 of the
+// float 32768's mantissa, one permute and no conversion (sums keep 2^-8 of precision).
+constexpr float kWordBias = 32768.f;
+__device__ inline float biased_byte(uint32_t word, int i) {
+  return __uint_as_float(__byte_perm(word, 0x47000000u, 0x7404 | (i << 4)));
+}
+
 // Starts copying rows [r0, r0 + rows) x elements [e0, e0 + seg) of `src` (row pitch `pitch`)
-// to the patch as the 16-byte words that hold them, asynchronously
-// (cp.async): the block computes its taps meanwhile and waits in wait_patch().
+// to the patch as the 16-byte words that hold them, asynchronously (cp.async, one group of
+// copies): the block goes on and waits in wait_patch(). A row's words go to consecutive
+// threads, as many as the power of two that covers them (up to a warp).
 template <typename S>
 __device__ void load_patch(const S* src, int64_t pitch, int64_t r0, int rows, int64_t e0,
                            int seg, unsigned char* patch, int ppitch) {
   const int bytes = seg * static_cast<int>(sizeof(S));
-  const char* first = reinterpret_cast<const char*>(src + r0 * pitch + e0);
+  const int words = (bytes + 2 * kWord - 1) / kWord;  // most a row's bytes lie in
+  const int lanes_log2 = words >= 32 ? 5 : 32 - __clz(words - 1);
+  const int row_step = blockDim.x >> lanes_log2, lane = threadIdx.x & ((1 << lanes_log2) - 1);
   const int64_t row_bytes = pitch * static_cast<int64_t>(sizeof(S));
-  const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(patch));
-  for (Walk w(ppitch / kWord); w.outer < rows; w.next()) {
-    const uintptr_t at = reinterpret_cast<uintptr_t>(first + w.outer * row_bytes);
-    const int mis = static_cast<int>(at % kWord), off = kWord * w.inner;
-    if (off >= mis + bytes) continue;  // past the row's last word
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(base + w.outer * ppitch + off),
-                 "l"(at - mis + off));
+  int r = threadIdx.x >> lanes_log2;
+  const char* at = reinterpret_cast<const char*>(src + (r0 + r) * pitch + e0);
+  unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(patch)) + r * ppitch;
+  for (; r < rows; r += row_step, at += row_step * row_bytes, to += row_step * ppitch) {
+    const int mis = static_cast<int>(reinterpret_cast<uintptr_t>(at) % kWord);
+    for (int off = kWord * lane; off < mis + bytes; off += kWord << lanes_log2)
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to + off),
+                   "l"(at - mis + off));
   }
   asm volatile("cp.async.commit_group;\n" ::);
 }
 
-__device__ inline void wait_patch() { asm volatile("cp.async.wait_all;\n" ::); }
+// Waits for the thread's copies but those of its kNewer latest load_patch calls.
+template <int kNewer>
+__device__ inline void wait_patch() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kNewer));
+}
 
-// cmn::convert_sat, without branches for bytes: clamping first takes NaN to 0, and adding 0.5
-// rounded toward zero, then truncating, rounds half away from zero as roundf does.
+// cmn::convert_sat, without branches for bytes: clamping first takes NaN to 0; adding 0.5
+// rounded toward zero, then 2^23 rounded toward zero, truncates to an integer in the float's
+// low mantissa byte, so half rounds away from zero as roundf does, with no conversion
+// instruction (those issue at a fraction of an add's rate).
 template <typename D>
 __device__ inline D saturate(float v) {
   if constexpr (std::is_same_v<D, uint8_t>)
-    return static_cast<uint8_t>(__float2uint_rz(__fadd_rz(fminf(fmaxf(v, 0.f), 255.f), 0.5f)));
+    return static_cast<uint8_t>(
+        __float_as_uint(__fadd_rz(__fadd_rz(fminf(fmaxf(v, 0.f), 255.f), 0.5f), 8388608.f)));
   else
     return cmn::convert_sat<D>(v);
 }
@@ -175,120 +226,234 @@ __device__ inline void store4(D* out, float4 v, int left) {
   if (left > 3) out[3] = e;
 }
 
-// Where patch row r's data starts (the misalignment of its source row), in elements.
-template <typename S>
-__device__ inline const S* patch_row(const unsigned char* patch, int ppitch, int r,
-                                     const S* src, int64_t pitch, int64_t r0, int64_t e0) {
-  const uintptr_t at = reinterpret_cast<uintptr_t>(src + (r0 + r) * pitch + e0);
-  return reinterpret_cast<const S*>(patch + r * ppitch + at % kWord);
-}
+// Where each patch row's data starts: row r of a patch at r * pitch + (mis0 + r * step) % 16
+// bytes (the misalignment of its source row).
+struct PatchRows {
+  int pitch, mis0, step;
+  __device__ int at(int r) const { return r * pitch + ((mis0 + r * step) & (kWord - 1)); }
+};
 
 constexpr int kRowsPerThread = 2;  // patch rows a thread resamples together (same taps)
+
+// The horizontal pass of patch rows ly, ly + step, ... (< rows) for output column lx: the
+// general form, any element type and number of taps (read from shared memory, tap k of the
+// column at taps[k * tap_stride]).
+template <typename S, int kC>
+__device__ void horizontal(const Tap* taps, int tap_stride, int kx, const unsigned char* patch,
+                           PatchRows pr, int ly, int step, int rows, float* mid, int mid_step,
+                           int C) {
+  constexpr int R = kRowsPerThread;
+  for (int r = ly; r < rows; r += R * step) {
+    const S* row[R];
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+      const int rj = r + j * step < rows ? r + j * step : rows - 1;
+      row[j] = reinterpret_cast<const S*>(patch + pr.at(rj));
+    }
+    if constexpr (kC > 0) {
+      float acc[R][kC] = {};
+      for (int k = 0; k < kx; ++k) {
+        const Tap t = taps[k * tap_stride];
+        const float w = __int_as_float(t.y);
+#pragma unroll
+        for (int j = 0; j < R; ++j)
+#pragma unroll
+          for (int c = 0; c < kC; ++c) acc[j][c] += w * biased(row[j][t.x + c]);
+      }
+#pragma unroll
+      for (int j = 0; j < R; ++j) {
+        if (r + j * step >= rows) break;
+        float* out = mid + (r + j * step) * mid_step;
+#pragma unroll
+        for (int c = 0; c < kC; ++c) out[c] = acc[j][c] - kBias<S>;
+      }
+    } else {
+      for (int c = 0; c < C; ++c) {
+        float acc[R] = {};
+        for (int k = 0; k < kx; ++k) {
+          const Tap t = taps[k * tap_stride];
+          const float w = __int_as_float(t.y);
+#pragma unroll
+          for (int j = 0; j < R; ++j) acc[j] += w * biased(row[j][t.x + c]);
+        }
+#pragma unroll
+        for (int j = 0; j < R; ++j) {
+          const int rj = r + j * step;
+          if (rj < rows) mid[rj * mid_step + c] = acc[j] - kBias<S>;
+        }
+      }
+    }
+  }
+}
+
+// The same for bytes and K taps: the column's taps are one window of K pixels (tile_taps),
+// so a row's K * kC bytes are read as whole 4-byte words, lined up with funnel shifts, and
+// each byte becomes a float with one permute; the weights stay in registers.
+template <int K, int kC>
+__device__ void horizontal_bytes(const Tap* taps, int tap_stride, const unsigned char* patch,
+                                 PatchRows pr, int ly, int step, int rows, float* mid,
+                                 int mid_step) {
+  constexpr int kBytes = K * kC, kWords = (kBytes + 3) / 4;
+  float w[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) w[k] = __int_as_float(taps[k * tap_stride].y);
+  // Row r's data at r * pitch + mis (mod 16): both step along with r.
+  int row_at = ly * pr.pitch + taps[0].x, mis = pr.mis0 + ly * pr.step;
+  for (int r = ly; r < rows; r += step, row_at += step * pr.pitch, mis += step * pr.step) {
+    const int at = row_at + (mis & (kWord - 1));
+    const uint32_t* p = reinterpret_cast<const uint32_t*>(patch + (at & ~3));
+    const int shift = 8 * (at & 3);
+    uint32_t word[kWords + 1];
+#pragma unroll
+    for (int j = 0; j <= kWords; ++j) word[j] = p[j];
+    float acc[kC];
+#pragma unroll
+    for (int c = 0; c < kC; ++c) acc[c] = -kWordBias;  // the weights sum to 1
+#pragma unroll
+    for (int j = 0; j < kWords; ++j) {
+      const uint32_t u = __funnelshift_r(word[j], word[j + 1], shift);
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        const int e = 4 * j + b;
+        if (e < kBytes) acc[e % kC] = fmaf(w[e / kC], biased_byte(u, b), acc[e % kC]);
+      }
+    }
+    float* out = mid + r * mid_step;
+#pragma unroll
+    for (int c = 0; c < kC; ++c) out[c] = acc[c];
+  }
+}
+
+// The vertical pass: `rows` output rows of `row_elems` elements from the resampled rows,
+// 4 consecutive elements per thread (one 16-byte read of the resampled rows per tap; rows
+// of tile_w x C floats keep them aligned), K taps (0: `ky`, known at run time only) of
+// output row r at taps[r * tap_stride].
+template <int K, typename D>
+__device__ void vertical(const Tap* taps, int tap_stride, int ky, const float* mid,
+                         int row_elems, int rows, D* dst, int out_pitch) {
+  const int n = K ? K : ky;
+  for (Walk w((row_elems + 3) / 4); w.outer < rows; w.next()) {
+    const Tap* t = taps + w.outer * tap_stride;
+    const float* col = mid + 4 * w.inner;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int j = 0; j < n; ++j) {
+      const Tap tap = t[j];
+      const float wt = __int_as_float(tap.y);
+      const float4 v = *reinterpret_cast<const float4*>(col + tap.x);
+      acc.x = fmaf(wt, v.x, acc.x);
+      acc.y = fmaf(wt, v.y, acc.y);
+      acc.z = fmaf(wt, v.z, acc.z);
+      acc.w = fmaf(wt, v.w, acc.w);
+    }
+    store4(dst + w.outer * out_pitch + 4 * w.inner, acc, row_elems - 4 * w.inner);
+  }
+}
 
 // kC: the channels when known at compile time (1, 3), else 0 and `channels` at run time.
 template <typename S, typename D, int kC>
 __global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict__ descs, int64_t n,
                                                    TileShape shape, int channels) {
   extern __shared__ __align__(16) unsigned char smem[];
-  constexpr int R = kRowsPerThread;
   const int C = kC ? kC : channels;
   const int TW = shape.tile_w, TH = shape.tile_h;
   Tap* tx = reinterpret_cast<Tap*>(smem);
   Tap* ty = tx + TW * shape.taps_x;
   float* mid = reinterpret_cast<float*>(smem + shape.mid_at());
-  unsigned char* patch = smem + shape.patch_at(C);
   const int lx = threadIdx.x & (TW - 1), ly = threadIdx.x / TW, ly_step = blockDim.x / TW;
+  const int half = blockDim.x / 2;
   for (int64_t i = blockIdx.z; i < n; i += gridDim.z) {
     const TileDesc& d = descs[i];
     const Axis &ay = d.axis[0], &ax = d.axis[1];
-    const int64_t x0 = int64_t(blockIdx.x) * TW, y0 = int64_t(blockIdx.y) * TH;
-    if (x0 >= ax.out_size || y0 >= ay.out_size) continue;  // the same for the whole block
-    const int tw = static_cast<int>(ax.out_size - x0 < TW ? ax.out_size - x0 : TW);
-    const int th = static_cast<int>(ay.out_size - y0 < TH ? ay.out_size - y0 : TH);
-    const resize::Range cols = resize::tap_range(ax, x0, x0 + tw - 1);
-    const resize::Range rows_in = resize::tap_range(ay, y0, y0 + th - 1);
-    const int64_t c0 = cols.lo, r0 = rows_in.lo, e0 = c0 * C;
-    const int rows = static_cast<int>(rows_in.hi - r0), seg = static_cast<int>(cols.hi - c0) * C;
+    Span x, next;
+    int64_t k = int64_t(blockIdx.y) * shape.tiles_per_block;
+    if (!locate(ax, blockIdx.x, TW, x) || !locate(ay, k, TH, next)) continue;
+    const int64_t k_end = k + shape.tiles_per_block;
+    const int64_t e0 = x.src0 * C;
+    const int seg = x.srcs * C;
     const S* src = static_cast<const S*>(d.src);
     const int64_t src_pitch = ax.in_size * C;
-    const int ppitch = patch_pitch_bytes(seg, sizeof(S));
-    load_patch(src, src_pitch, r0, rows, e0, seg, patch, ppitch);
-    const int half = blockDim.x / 2;
-    // Column taps k-major (a warp's threads read consecutive ones), row taps output-major.
-    tile_taps(ax, x0, tw, c0, C, shape.taps_x, 1, TW, 0, half, tx);
-    tile_taps(ay, y0, th, r0, TW * C, shape.taps_y, shape.taps_y, 1, half, half, ty);
-    wait_patch();
-    __syncthreads();
-    // Horizontal: patch rows to tw output columns; a thread takes column lx of R rows at a
-    // time, reading each tap once for all of them.
+    const int64_t row_bytes = src_pitch * int64_t(sizeof(S));
+    int buffer = 0;  // the current tile's patch
+    load_patch(src, src_pitch, next.src0, next.srcs, e0, seg, smem + shape.patch_at(C, buffer),
+               shape.pitch);
+    // Column taps k-major (a warp's threads read consecutive ones), once for the block's tiles.
+    tile_taps(ax, x.out0, x.outs, x.src0, C, shape.taps_x, 1, TW, 0, half, tx);
     const int kx = ax.filter.table == resize::kNearest ? 1 : ax.filter.support;
-    if (lx < tw) {
-      const Tap* taps = tx + lx;
-      for (int r = ly; r < rows; r += R * ly_step) {
-        const S* row[R];
-#pragma unroll
-        for (int j = 0; j < R; ++j) {
-          const int rj = r + j * ly_step < rows ? r + j * ly_step : rows - 1;
-          row[j] = patch_row(patch, ppitch, rj, src, src_pitch, r0, e0);
-        }
-        if constexpr (kC > 0) {
-          float acc[R][kC] = {};
-          for (int k = 0; k < kx; ++k) {
-            const Tap t = taps[k * TW];
-            const float w = __int_as_float(t.y);
-#pragma unroll
-            for (int j = 0; j < R; ++j)
-#pragma unroll
-              for (int c = 0; c < kC; ++c) acc[j][c] += w * biased(row[j][t.x + c]);
-          }
-#pragma unroll
-          for (int j = 0; j < R; ++j) {
-            if (r + j * ly_step >= rows) break;
-            float* out = mid + ((r + j * ly_step) * TW + lx) * kC;
-#pragma unroll
-            for (int c = 0; c < kC; ++c) out[c] = acc[j][c] - kBias<S>;
-          }
-        } else {
-          for (int c = 0; c < C; ++c) {
-            float acc[R] = {};
-            for (int k = 0; k < kx; ++k) {
-              const Tap t = taps[k * TW];
-              const float w = __int_as_float(t.y);
-#pragma unroll
-              for (int j = 0; j < R; ++j) acc[j] += w * biased(row[j][t.x + c]);
-            }
-#pragma unroll
-            for (int j = 0; j < R; ++j) {
-              const int rj = r + j * ly_step;
-              if (rj < rows) mid[(rj * TW + lx) * C + c] = acc[j] - kBias<S>;
-            }
-          }
-        }
-      }
-    }
-    __syncthreads();
-    // Vertical: th rows of tw x C outputs, 4 consecutive elements per thread (one 16-byte
-    // read of the resampled rows per tap; rows of TW x C floats keep them aligned).
     const int ky = ay.filter.table == resize::kNearest ? 1 : ay.filter.support;
-    const int row_elems = tw * C;
-    const int64_t out_pitch = ax.out_size * C;
-    D* dst = static_cast<D*>(d.dst) + (y0 * ax.out_size + x0) * C;
-    for (Walk w((row_elems + 3) / 4); w.outer < th; w.next()) {
-      const Tap* taps = ty + w.outer * shape.taps_y;
-      const float* col = mid + 4 * w.inner;
-      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-      for (int k = 0; k < ky; ++k) {
-        const Tap t = taps[k];
-        const float wt = __int_as_float(t.y);
-        const float4 v = *reinterpret_cast<const float4*>(col + t.x);
-        acc.x += wt * v.x;
-        acc.y += wt * v.y;
-        acc.z += wt * v.z;
-        acc.w += wt * v.w;
+    const int row_elems = x.outs * C;
+    const int out_pitch = static_cast<int>(ax.out_size * C);  // a tile's offsets are int
+    for (bool more = true; more; ++k) {
+      const Span y = next;
+      const unsigned char* patch = smem + shape.patch_at(C, buffer);
+      more = k + 1 < k_end && locate(ay, k + 1, TH, next);
+      buffer = shape.buffers == 2 ? buffer ^ 1 : buffer;
+      unsigned char* next_patch = smem + shape.patch_at(C, buffer);
+      // With two buffers, the next tile's patch goes into the one whose last reader (the
+      // horizontal pass before the last barrier) is done.
+      const bool prefetch = more && shape.buffers == 2;
+      if (prefetch)
+        load_patch(src, src_pitch, next.src0, next.srcs, e0, seg, next_patch, shape.pitch);
+      // Row taps output-major; the last tile's vertical pass is done with them.
+      tile_taps(ay, y.out0, y.outs, y.src0, TW * C, shape.taps_y, shape.taps_y, 1, half, half,
+                ty);
+      if (prefetch)
+        wait_patch<1>();
+      else
+        wait_patch<0>();
+      __syncthreads();
+      // Horizontal: patch rows to x.outs output columns, a column per thread.
+      if (lx < x.outs) {
+        const uintptr_t at = reinterpret_cast<uintptr_t>(src + y.src0 * src_pitch + e0);
+        const PatchRows pr{shape.pitch, static_cast<int>(at % kWord),
+                           static_cast<int>(row_bytes % kWord)};
+        float* out = mid + lx * C;
+        const Tap* taps = tx + lx;
+        bool done = false;
+        if constexpr (sizeof(S) == 1 && kC > 0) {
+          done = true;
+          switch (kx) {
+#define TORCHDALI_HORIZONTAL_BYTES(K)                                                       \
+  case K:                                                                                   \
+    horizontal_bytes<K, kC>(taps, TW, patch, pr, ly, ly_step, y.srcs, out, TW * kC); \
+    break;
+            TORCHDALI_HORIZONTAL_BYTES(1)
+            TORCHDALI_HORIZONTAL_BYTES(2)
+            TORCHDALI_HORIZONTAL_BYTES(3)
+            TORCHDALI_HORIZONTAL_BYTES(4)
+            TORCHDALI_HORIZONTAL_BYTES(5)
+            TORCHDALI_HORIZONTAL_BYTES(6)
+            TORCHDALI_HORIZONTAL_BYTES(7)
+            TORCHDALI_HORIZONTAL_BYTES(8)
+#undef TORCHDALI_HORIZONTAL_BYTES
+            default:
+              done = false;
+          }
+        }
+        if (!done)
+          horizontal<S, kC>(taps, TW, kx, patch, pr, ly, ly_step, y.srcs, out, TW * C, C);
       }
-      store4(dst + w.outer * out_pitch + 4 * w.inner, acc, row_elems - 4 * w.inner);
+      __syncthreads();
+      // With one buffer, the next tile's patch is copied during the vertical pass.
+      if (more && !prefetch)
+        load_patch(src, src_pitch, next.src0, next.srcs, e0, seg, next_patch, shape.pitch);
+      // Vertical: y.outs rows of x.outs x C outputs.
+      D* dst = static_cast<D*>(d.dst) + (y.out0 * ax.out_size + x.out0) * C;
+      switch (ky) {
+#define TORCHDALI_VERTICAL(K) \
+  case K: vertical<K>(ty, shape.taps_y, ky, mid, row_elems, y.outs, dst, out_pitch); break;
+        TORCHDALI_VERTICAL(1)
+        TORCHDALI_VERTICAL(2)
+        TORCHDALI_VERTICAL(3)
+        TORCHDALI_VERTICAL(4)
+        TORCHDALI_VERTICAL(5)
+        TORCHDALI_VERTICAL(6)
+#undef TORCHDALI_VERTICAL
+        default:
+          vertical<0>(ty, shape.taps_y, ky, mid, row_elems, y.outs, dst, out_pitch);
+      }
+      __syncthreads();
     }
-    __syncthreads();
   }
 }
 
@@ -299,23 +464,41 @@ int64_t patch_extent(const Axis& ax, int tile) {
   return std::min<int64_t>(ax.in_size, reach + span + 2);
 }
 
-// The largest tile whose shared memory fits `limit` bytes, or tile_w = 0 when none does.
-TileShape plan_tiles(const resize::Args& a, int64_t in_size, int64_t limit) {
+// The largest tile whose shared memory fits `limit` bytes (with two patch buffers if they fit,
+// else one), or tile_w = 0 when none does. A block takes as many tiles of a column as leave
+// about kWaves waves of blocks, `slots` blocks running at a time.
+TileShape plan_tiles(const resize::Args& a, int64_t in_size, int64_t limit, int64_t slots) {
   static constexpr int kTiles[][2] = {{32, 32}, {32, 16}, {32, 8}, {16, 8}, {8, 8}};
+  constexpr int64_t kWaves = 6;
   const int C = static_cast<int>(a.channels);
   for (const auto& t : kTiles) {
     TileShape s;
     s.tile_w = t[0];
     s.tile_h = t[1];
+    int64_t max_r = 1, max_c = 1;
     for (const resize::Plan& p : a.plans) {
       s.taps_y = std::max(s.taps_y, p.axis[0].filter.support);
       s.taps_x = std::max(s.taps_x, p.axis[1].filter.support);
       s.patch_rows = static_cast<int>(std::max<int64_t>(s.patch_rows, patch_extent(p.axis[0], s.tile_h)));
       s.patch_cols = static_cast<int>(std::max<int64_t>(s.patch_cols, patch_extent(p.axis[1], s.tile_w)));
+      max_r = std::max(max_r, p.axis[0].out_size);
+      max_c = std::max(max_c, p.axis[1].out_size);
     }
-    const int ppitch = patch_pitch_bytes(s.patch_cols * C, static_cast<int>(in_size));
-    s.bytes = s.patch_at(C) + int64_t(s.patch_rows) * ppitch;
-    if (s.bytes <= limit) return s;
+    s.pitch = patch_pitch_bytes(s.patch_cols * C, static_cast<int>(in_size));
+    // horizontal_bytes reads a window of taps_x pixels and a word past it from its first tap.
+    s.slack = in_size == 1 ? (s.taps_x * C + 2 * 4 + kWord - 1) / kWord * kWord : 0;
+    s.buffers = 2;
+    s.bytes = s.patch_at(C, 2);
+    if (s.bytes > limit) {
+      s.buffers = 1;
+      s.bytes = s.patch_at(C, 1);
+    }
+    if (s.bytes > limit || max_c * C * s.tile_h > std::numeric_limits<int>::max()) continue;
+    const int64_t rows = (max_r + s.tile_h - 1) / s.tile_h;
+    const int64_t columns = a.n * ((max_c + s.tile_w - 1) / s.tile_w);
+    const int64_t groups = std::min(rows, (kWaves * slots + columns - 1) / columns);
+    s.tiles_per_block = static_cast<int>((rows + groups - 1) / groups);
+    return s;
   }
   return TileShape{0};
 }
@@ -337,34 +520,46 @@ void launch_tiles(const resize::Args& a, const TileShape& shape, cudaStream_t st
     C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(shape.bytes)));
   const dim3 grid(static_cast<unsigned>((max_c + shape.tile_w - 1) / shape.tile_w),
-                  grid_dim(max_r, shape.tile_h), grid_dim(a.n, 1));
+                  grid_dim(max_r, int64_t(shape.tile_h) * shape.tiles_per_block),
+                  grid_dim(a.n, 1));
   kernel<<<grid, 256, shape.bytes, stream>>>(reinterpret_cast<const TileDesc*>(dev.const_data_ptr()),
                                              a.n, shape, static_cast<int>(a.channels));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// Shared memory per block that lets four blocks share a multiprocessor (as many as the
-// registers allow), and the most a block may have; asked once per device.
-std::pair<int64_t, int64_t> smem_limits(int device) {
-  static std::atomic<int64_t> cache[64][2] = {};
-  auto& c = cache[device & 63];
-  if (c[1].load() == 0) {
-    int per_sm = 0, optin = 0;
-    C10_CUDA_CHECK(
-        cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    c[0] = std::min<int64_t>(optin, per_sm / 4 - 1024);  // the driver reserves 1 KiB a block
-    c[1] = optin;
+// What the planner needs of a device, asked once per device: shared memory per
+// multiprocessor, the most a block may have, and the multiprocessors.
+struct DeviceFacts {
+  int smem_per_sm, smem_optin, sms;
+  // Shared memory per block that lets `blocks` blocks share a multiprocessor.
+  int64_t smem_for(int blocks) const {
+    return std::min<int64_t>(smem_optin, smem_per_sm / blocks - 1024);  // the driver's 1 KiB
   }
-  return {c[0].load(), c[1].load()};
+};
+
+DeviceFacts device_facts(int device) {
+  static std::atomic<int> cache[64][3] = {};
+  auto& c = cache[device & 63];
+  if (c[2].load() == 0) {
+    const cudaDeviceAttr attrs[3] = {cudaDevAttrMaxSharedMemoryPerMultiprocessor,
+                                     cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                     cudaDevAttrMultiProcessorCount};
+    for (int k = 0; k < 3; ++k) {
+      int v = 0;
+      C10_CUDA_CHECK(cudaDeviceGetAttribute(&v, attrs[k], device));
+      c[k] = v;
+    }
+  }
+  return {c[0].load(), c[1].load(), c[2].load()};
 }
 
-// Whole-batch launch of the tiled kernel, or false when no tile fits in shared memory.
+// Whole-batch launch of the tiled kernel, or false when no tile fits in shared memory. Tiles
+// are sized so that four blocks share a multiprocessor (as many as the registers allow).
 bool resize_tiles(const resize::Args& a, at::ScalarType out_dtype, cudaStream_t stream) {
   const int64_t in_size = a.images[0].element_size();
-  const auto [shared4, optin] = smem_limits(a.images[0].device().index());
-  TileShape shape = plan_tiles(a, in_size, shared4);
-  if (shape.tile_w == 0) shape = plan_tiles(a, in_size, optin);
+  const DeviceFacts dev = device_facts(a.images[0].device().index());
+  TileShape shape = plan_tiles(a, in_size, dev.smem_for(4), 4 * int64_t(dev.sms));
+  if (shape.tile_w == 0) shape = plan_tiles(a, in_size, dev.smem_optin, dev.sms);
   if (shape.tile_w == 0) return false;
   resize::dispatch(a.images[0].scalar_type(), out_dtype, [&](auto in_tag, auto out_tag) {
     using S = decltype(in_tag);
