@@ -4,8 +4,8 @@
 // nothing but the output is written; the next tile's patch is copied while the block
 // resamples the current one. Downscales too steep for a tile's patch to fit in shared memory
 // take two launches (first pass, second pass) through a float intermediate. Per-sample
-// descriptors go up in one asynchronous copy and filter weights are computed on the device,
-// so a call never waits for the GPU.
+// descriptors go up in one asynchronous copy and filter weights are computed on the device
+// (for the tiles, once per call by taps_kernel), so a call never waits for the GPU.
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -28,30 +28,32 @@ using resize::Axis;
 
 // ---- One pass: output tiles resampled in shared memory ----
 
-// One unit (an HWC image or a channel plane) of the tiled kernel.
-struct TileDesc {
-  const void* src;
-  void* dst;
-  Axis axis[2];  // rows, columns
-};
+// A tap: the source element it reads (an index in global memory, an offset in shared memory)
+// and its weight (as int bits), so a thread reads both in one 8-byte load.
+using Tap = int2;
 
 // One axis of a tile: outputs [out0, out0 + outs) and the source indices [src0, src0 + srcs)
 // that they read.
-struct Span {
-  int64_t out0, src0;
-  int outs, srcs;
+struct alignas(16) Span {
+  int out0, src0, outs, srcs;
 };
 
-// The span of tile `index` along `ax`, tiles being `size` outputs long; false when the output
-// ends before it (the same for the whole block).
-__device__ inline bool locate(const Axis& ax, int64_t index, int size, Span& s) {
-  s.out0 = index * size;
-  if (s.out0 >= ax.out_size) return false;
-  s.outs = static_cast<int>(ax.out_size - s.out0 < size ? ax.out_size - s.out0 : size);
-  const resize::Range r = resize::tap_range(ax, s.out0, s.out0 + s.outs - 1);
-  s.src0 = r.lo;
-  s.srcs = static_cast<int>(r.hi - r.lo);
-  return true;
+// One unit (an HWC image or a channel plane) of the tiled kernel, and along each axis the taps
+// of each output and the span of each tile (taps_kernel).
+struct TileDesc {
+  const void* src;
+  void* dst;
+  Axis axis[2];    // rows, columns
+  Tap* taps[2];    // out_size x (taps_y, taps_x) {source index, weight}
+  Span* spans[2];  // tiles along the axis
+};
+
+// The span of tile `index` along `ax` (which has it), tiles being `size` outputs long.
+__device__ inline Span locate(const Axis& ax, int64_t index, int size) {
+  const int64_t out0 = index * size;
+  const int outs = static_cast<int>(ax.out_size - out0 < size ? ax.out_size - out0 : size);
+  const resize::Range r = resize::tap_range(ax, out0, out0 + outs - 1);
+  return {static_cast<int>(out0), static_cast<int>(r.lo), outs, static_cast<int>(r.hi - r.lo)};
 }
 
 // Patch rows hold the aligned 16-byte words that a source row's elements lie in (such a word
@@ -86,34 +88,39 @@ struct TileShape {
   }
 };
 
-// A tap: the offset of the source element it reads and its weight (as int bits), so a thread
-// reads both in one 8-byte shared-memory load.
-using Tap = int2;
+// The n normalized taps of output o of `ax`, tap k at out[k]: {first + k, weight}, where
+// `first` is the output's first source index. Taps clamped to the same edge index add up, and
+// those past the last index weigh 0 (and read that index), so an output's taps are one window
+// of n consecutive source elements.
+__device__ void window_taps(const Axis& ax, int64_t o, int n, Tap* out) {
+  for (int k = 0; k < n; ++k) out[k].y = 0;
+  int64_t first = -1;
+  const float sum = resize::for_taps(ax, o, [&](int64_t s, float c) {
+    if (first < 0) first = s;
+    int& w = out[s - first].y;
+    w = __float_as_int(__int_as_float(w) + c);
+  });
+  const float norm = sum != 0.f ? 1.f / sum : 1.f;
+  for (int k = 0; k < n; ++k) {
+    const int64_t s = first + k < ax.in_size ? first + k : ax.in_size - 1;
+    out[k] = Tap{static_cast<int>(s), __float_as_int(__int_as_float(out[k].y) * norm)};
+  }
+}
 
-// Normalized taps of outputs [o0, o0 + count) of `ax`, an output per thread of [t0, t0 + nt):
-// offsets (source index - base) * pitch and weights; tap k of output o at
-// taps[o * o_stride + k * k_stride], `n` taps per output. The taps of an output read the n
-// consecutive source indices from its first one on: taps clamped to the same edge index add
-// up, and those past the last index weigh 0 (and read that index), so the taps of an output
-// also are one window of source elements.
-__device__ void tile_taps(const Axis& ax, int64_t o0, int count, int64_t base, int pitch, int n,
-                          int o_stride, int k_stride, int t0, int nt, Tap* taps) {
-  const int t = static_cast<int>(threadIdx.x) - t0;
-  if (t < 0 || t >= nt) return;
-  for (int o = t; o < count; o += nt) {
-    Tap* out = taps + o * o_stride;
-    for (int k = 0; k < n; ++k) out[k * k_stride].y = 0;
-    int64_t first = -1;
-    const float sum = resize::for_taps(ax, o0 + o, [&](int64_t s, float c) {
-      if (first < 0) first = s;
-      int& w = out[(s - first) * k_stride].y;
-      w = __float_as_int(__int_as_float(w) + c);
-    });
-    const float norm = sum != 0.f ? 1.f / sum : 1.f;
-    for (int k = 0; k < n; ++k) {
-      const int64_t s = first + k < ax.in_size ? first + k : ax.in_size - 1;
-      Tap& tap = out[k * k_stride];
-      tap = Tap{static_cast<int>(s - base) * pitch, __float_as_int(__int_as_float(tap.y) * norm)};
+// The taps of every output of the batch and the spans of its tiles, a thread per output of one
+// axis (blockIdx.y; n_y or n_x taps per output, tiles of tile_h or tile_w outputs): computed
+// once per call, where every tile would compute its own.
+__global__ void taps_kernel(const TileDesc* __restrict__ descs, int64_t n, int n_y, int n_x,
+                            int tile_h, int tile_w) {
+  const int a = blockIdx.y;
+  const int nt = a == 0 ? n_y : n_x, size = a == 0 ? tile_h : tile_w;
+  for (int64_t i = blockIdx.z; i < n; i += gridDim.z) {
+    const TileDesc& d = descs[i];
+    const Axis& ax = d.axis[a];
+    for (int64_t o = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; o < ax.out_size;
+         o += int64_t(gridDim.x) * blockDim.x) {
+      window_taps(ax, o, nt, d.taps[a] + o * nt);
+      if (o * size < ax.out_size) d.spans[a][o] = locate(ax, o, size);
     }
   }
 }
@@ -140,6 +147,18 @@ struct Walk {
     }
   }
 };
+
+// Copies the taps of outputs [o0, o0 + count) (`n` each, from taps_kernel's `taps`) to shared
+// memory as {(source index - base) * pitch, weight}, tap k of output o at
+// to[o * o_stride + k * k_stride].
+__device__ void stage_taps(const Tap* taps, int64_t o0, int count, int n, int64_t base,
+                           int pitch, int o_stride, int k_stride, Tap* to) {
+  const Tap* from = taps + o0 * n;
+  for (Walk w(n); w.outer < count; w.next()) {
+    const Tap t = from[w.outer * n + w.inner];
+    to[w.outer * o_stride + w.inner * k_stride] = Tap{(t.x - static_cast<int>(base)) * pitch, t.y};
+  }
+}
 
 // A source element as float plus kBias<S>: a byte b is read as the float 256 + b (its bits,
 // 0x43800000 | b << 15, need no conversion instruction); the bias comes off a sum of taps
@@ -286,7 +305,7 @@ __device__ void horizontal(const Tap* taps, int tap_stride, int kx, const unsign
   }
 }
 
-// The same for bytes and K taps: the column's taps are one window of K pixels (tile_taps),
+// The same for bytes and K taps: the column's taps are one window of K pixels (window_taps),
 // so a row's K * kC bytes are read as whole 4-byte words, lined up with funnel shifts, and
 // each byte becomes a float with one permute; the weights stay in registers.
 template <int K, int kC>
@@ -361,15 +380,15 @@ __global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict
   Tap* ty = tx + TW * shape.taps_x;
   float* mid = reinterpret_cast<float*>(smem + shape.mid_at());
   const int lx = threadIdx.x & (TW - 1), ly = threadIdx.x / TW, ly_step = blockDim.x / TW;
-  const int half = blockDim.x / 2;
   for (int64_t i = blockIdx.z; i < n; i += gridDim.z) {
     const TileDesc& d = descs[i];
     const Axis &ay = d.axis[0], &ax = d.axis[1];
-    Span x, next;
     int64_t k = int64_t(blockIdx.y) * shape.tiles_per_block;
-    if (!locate(ax, blockIdx.x, TW, x) || !locate(ay, k, TH, next)) continue;
+    if (int64_t(blockIdx.x) * TW >= ax.out_size || k * TH >= ay.out_size) continue;
+    const Span x = d.spans[1][blockIdx.x];
+    Span next = d.spans[0][k];
     const int64_t k_end = k + shape.tiles_per_block;
-    const int64_t e0 = x.src0 * C;
+    const int64_t e0 = int64_t(x.src0) * C;
     const int seg = x.srcs * C;
     const S* src = static_cast<const S*>(d.src);
     const int64_t src_pitch = ax.in_size * C;
@@ -378,7 +397,7 @@ __global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict
     load_patch(src, src_pitch, next.src0, next.srcs, e0, seg, smem + shape.patch_at(C, buffer),
                shape.pitch);
     // Column taps k-major (a warp's threads read consecutive ones), once for the block's tiles.
-    tile_taps(ax, x.out0, x.outs, x.src0, C, shape.taps_x, 1, TW, 0, half, tx);
+    stage_taps(d.taps[1], x.out0, x.outs, shape.taps_x, x.src0, C, 1, TW, tx);
     const int kx = ax.filter.table == resize::kNearest ? 1 : ax.filter.support;
     const int ky = ay.filter.table == resize::kNearest ? 1 : ay.filter.support;
     const int row_elems = x.outs * C;
@@ -386,7 +405,8 @@ __global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict
     for (bool more = true; more; ++k) {
       const Span y = next;
       const unsigned char* patch = smem + shape.patch_at(C, buffer);
-      more = k + 1 < k_end && locate(ay, k + 1, TH, next);
+      more = k + 1 < k_end && (k + 1) * TH < ay.out_size;
+      if (more) next = d.spans[0][k + 1];
       buffer = shape.buffers == 2 ? buffer ^ 1 : buffer;
       unsigned char* next_patch = smem + shape.patch_at(C, buffer);
       // With two buffers, the next tile's patch goes into the one whose last reader (the
@@ -395,8 +415,7 @@ __global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict
       if (prefetch)
         load_patch(src, src_pitch, next.src0, next.srcs, e0, seg, next_patch, shape.pitch);
       // Row taps output-major; the last tile's vertical pass is done with them.
-      tile_taps(ay, y.out0, y.outs, y.src0, TW * C, shape.taps_y, shape.taps_y, 1, half, half,
-                ty);
+      stage_taps(d.taps[0], y.out0, y.outs, shape.taps_y, y.src0, TW * C, shape.taps_y, 1, ty);
       if (prefetch)
         wait_patch<1>();
       else
@@ -475,7 +494,7 @@ TileShape plan_tiles(const resize::Args& a, int64_t in_size, int64_t limit, int6
     TileShape s;
     s.tile_w = t[0];
     s.tile_h = t[1];
-    int64_t max_r = 1, max_c = 1;
+    int64_t max_r = 1, max_c = 1, max_in = 1;
     for (const resize::Plan& p : a.plans) {
       s.taps_y = std::max(s.taps_y, p.axis[0].filter.support);
       s.taps_x = std::max(s.taps_x, p.axis[1].filter.support);
@@ -483,7 +502,11 @@ TileShape plan_tiles(const resize::Args& a, int64_t in_size, int64_t limit, int6
       s.patch_cols = static_cast<int>(std::max<int64_t>(s.patch_cols, patch_extent(p.axis[1], s.tile_w)));
       max_r = std::max(max_r, p.axis[0].out_size);
       max_c = std::max(max_c, p.axis[1].out_size);
+      max_in = std::max({max_in, p.axis[0].in_size, p.axis[1].in_size});
     }
+    // Spans and a tile's output offsets are int.
+    const bool fits_int =
+        std::max({max_in, max_r, max_c * C * s.tile_h}) <= std::numeric_limits<int>::max();
     s.pitch = patch_pitch_bytes(s.patch_cols * C, static_cast<int>(in_size));
     // horizontal_bytes reads a window of taps_x pixels and a word past it from its first tap.
     s.slack = in_size == 1 ? (s.taps_x * C + 2 * 4 + kWord - 1) / kWord * kWord : 0;
@@ -493,7 +516,7 @@ TileShape plan_tiles(const resize::Args& a, int64_t in_size, int64_t limit, int6
       s.buffers = 1;
       s.bytes = s.patch_at(C, 1);
     }
-    if (s.bytes > limit || max_c * C * s.tile_h > std::numeric_limits<int>::max()) continue;
+    if (s.bytes > limit || !fits_int) continue;
     const int64_t rows = (max_r + s.tile_h - 1) / s.tile_h;
     const int64_t columns = a.n * ((max_c + s.tile_w - 1) / s.tile_w);
     const int64_t groups = std::min(rows, (kWaves * slots + columns - 1) / columns);
@@ -503,27 +526,59 @@ TileShape plan_tiles(const resize::Args& a, int64_t in_size, int64_t limit, int6
   return TileShape{0};
 }
 
-template <typename S, typename D, int kC>
-void launch_tiles(const resize::Args& a, const TileShape& shape, cudaStream_t stream) {
-  std::vector<TileDesc> host;
-  int64_t max_r = 1, max_c = 1;
+// The batch's tile descriptors and the buffer they point into (tile spans, then taps).
+struct TileBatch {
+  std::vector<TileDesc> descs;
+  at::Tensor taps;
+  int64_t max_r = 1, max_c = 1;  // output rows and columns
+};
+
+TileBatch tile_batch(const resize::Args& a, const TileShape& shape) {
+  TileBatch b;
+  int64_t spans = 0, taps = 0;
+  for (const resize::Plan& p : a.plans) {
+    spans += (p.axis[0].out_size + shape.tile_h - 1) / shape.tile_h +
+             (p.axis[1].out_size + shape.tile_w - 1) / shape.tile_w;
+    taps += p.axis[0].out_size * shape.taps_y + p.axis[1].out_size * shape.taps_x;
+  }
+  // The spans first (16-byte aligned), then the taps.
+  b.taps = at::empty({4 * spans + 2 * taps}, a.images[0].options().dtype(at::kInt));
+  Span* next_span = reinterpret_cast<Span*>(b.taps.data_ptr<int>());
+  Tap* next_tap = reinterpret_cast<Tap*>(next_span + spans);
   for (int64_t i = 0; i < a.n; ++i) {
     const resize::Plan& p = a.plans[i];
-    host.push_back({a.images[i].const_data_ptr(), a.outs[i].data_ptr(), {p.axis[0], p.axis[1]}});
-    max_r = std::max(max_r, p.axis[0].out_size);
-    max_c = std::max(max_c, p.axis[1].out_size);
+    TileDesc d{a.images[i].const_data_ptr(), a.outs[i].data_ptr(), {p.axis[0], p.axis[1]}};
+    for (int k = 0; k < 2; ++k) {
+      const int64_t outs = p.axis[k].out_size, size = k == 0 ? shape.tile_h : shape.tile_w;
+      d.taps[k] = next_tap;
+      next_tap += outs * (k == 0 ? shape.taps_y : shape.taps_x);
+      d.spans[k] = next_span;
+      next_span += (outs + size - 1) / size;
+    }
+    b.descs.push_back(d);
+    b.max_r = std::max(b.max_r, p.axis[0].out_size);
+    b.max_c = std::max(b.max_c, p.axis[1].out_size);
   }
+  return b;
+}
+
+template <typename S, typename D, int kC>
+void launch_tiles(const resize::Args& a, const TileShape& shape, cudaStream_t stream) {
+  const TileBatch b = tile_batch(a, shape);
   std::vector<const void*> unused;
-  at::Tensor dev = upload(host, {}, a.images[0].device(), unused);
+  at::Tensor dev = upload(b.descs, {}, a.images[0].device(), unused);
+  const TileDesc* descs = reinterpret_cast<const TileDesc*>(dev.const_data_ptr());
+  taps_kernel<<<dim3(grid_dim(std::max(b.max_r, b.max_c), 256), 2, grid_dim(a.n, 1)), 256, 0,
+                stream>>>(descs, a.n, shape.taps_y, shape.taps_x, shape.tile_h, shape.tile_w);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
   auto kernel = tile_kernel<S, D, kC>;
   if (shape.bytes > 48 * 1024)
     C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(shape.bytes)));
-  const dim3 grid(static_cast<unsigned>((max_c + shape.tile_w - 1) / shape.tile_w),
-                  grid_dim(max_r, int64_t(shape.tile_h) * shape.tiles_per_block),
+  const dim3 grid(static_cast<unsigned>((b.max_c + shape.tile_w - 1) / shape.tile_w),
+                  grid_dim(b.max_r, int64_t(shape.tile_h) * shape.tiles_per_block),
                   grid_dim(a.n, 1));
-  kernel<<<grid, 256, shape.bytes, stream>>>(reinterpret_cast<const TileDesc*>(dev.const_data_ptr()),
-                                             a.n, shape, static_cast<int>(a.channels));
+  kernel<<<grid, 256, shape.bytes, stream>>>(descs, a.n, shape, static_cast<int>(a.channels));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
