@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -107,19 +108,62 @@ __device__ void window_taps(const Axis& ax, int64_t o, int n, Tap* out) {
   }
 }
 
+// Byte rows of 1 or 3 channels are resampled horizontally in fixed point (horizontal_bytes)
+// where an output has at most kByteTaps column taps: their weights are 16-bit integers that
+// sum to 2^weight_bits, and a resampled row holds the float kMidBias + its sum of taps (the
+// bits of kMidBias + i are kMidBiasBits + i for |i| < 2^22, so an integer sum needs no
+// conversion). 14 bits keep 255 times the weights under 2^22; filters with negative lobes
+// (whose magnitudes sum to under 2) get 13.
+constexpr int kByteTaps = 8;
+constexpr int kMidBiasBits = 0x4B400000;
+constexpr float kMidBias = 12582912.f;  // 1.5 * 2^23
+
+__device__ inline int taps_of(const Axis& ax) {
+  return ax.filter.table == resize::kNearest ? 1 : ax.filter.support;
+}
+
+__device__ inline int weight_bits(const Axis& ax) {
+  return ax.filter.table == resize::kCubicT || ax.filter.table == resize::kLanczosT ? 13 : 14;
+}
+
+// Whether the byte rows of a unit with column axis `ax` take horizontal_bytes (`bytes`: the
+// batch is bytes of 1 or 3 channels).
+__device__ inline bool fixed_point_rows(bool bytes, const Axis& ax) {
+  return bytes && taps_of(ax) <= kByteTaps;
+}
+
+// The n weights of an output (float bits) as integers that sum to 2^bits: each is the
+// difference of the rounded running sums, so the sum is exact and weights that are all
+// positive stay so.
+__device__ void quantize_taps(Tap* taps, int n, int bits) {
+  const float scale = ldexpf(1.f, bits);
+  float sum = 0.f;
+  int prev = 0;
+  for (int k = 0; k < n; ++k) {
+    sum += __int_as_float(taps[k].y);
+    const int q = __float2int_rn(sum * scale);
+    taps[k].y = q - prev;
+    prev = q;
+  }
+}
+
 // The taps of every output of the batch and the spans of its tiles, a thread per output of one
 // axis (blockIdx.y; n_y or n_x taps per output, tiles of tile_h or tile_w outputs): computed
-// once per call, where every tile would compute its own.
+// once per call, where every tile would compute its own. Column taps of fixed-point rows get
+// integer weights (`bytes`: see fixed_point_rows).
 __global__ void taps_kernel(const TileDesc* __restrict__ descs, int64_t n, int n_y, int n_x,
-                            int tile_h, int tile_w) {
+                            int tile_h, int tile_w, bool bytes) {
   const int a = blockIdx.y;
   const int nt = a == 0 ? n_y : n_x, size = a == 0 ? tile_h : tile_w;
   for (int64_t i = blockIdx.z; i < n; i += gridDim.z) {
     const TileDesc& d = descs[i];
     const Axis& ax = d.axis[a];
+    const bool fixed = a == 1 && fixed_point_rows(bytes, ax);
     for (int64_t o = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; o < ax.out_size;
          o += int64_t(gridDim.x) * blockDim.x) {
-      window_taps(ax, o, nt, d.taps[a] + o * nt);
+      Tap* taps = d.taps[a] + o * nt;
+      window_taps(ax, o, nt, taps);
+      if (fixed) quantize_taps(taps, nt, weight_bits(ax));
       if (o * size < ax.out_size) d.spans[a][o] = locate(ax, o, size);
     }
   }
@@ -149,14 +193,18 @@ struct Walk {
 };
 
 // Copies the taps of outputs [o0, o0 + count) (`n` each, from taps_kernel's `taps`) to shared
-// memory as {(source index - base) * pitch, weight}, tap k of output o at
-// to[o * o_stride + k * k_stride].
+// memory as {(source index - base) * pitch + offset, weight * scale}, tap k of output o at
+// to[o * o_stride + k * k_stride]. A scale of 1 copies the weights bit for bit (integer ones
+// too).
 __device__ void stage_taps(const Tap* taps, int64_t o0, int count, int n, int64_t base,
-                           int pitch, int o_stride, int k_stride, Tap* to) {
+                           int pitch, int offset, float scale, int o_stride, int k_stride,
+                           Tap* to) {
   const Tap* from = taps + o0 * n;
   for (Walk w(n); w.outer < count; w.next()) {
     const Tap t = from[w.outer * n + w.inner];
-    to[w.outer * o_stride + w.inner * k_stride] = Tap{(t.x - static_cast<int>(base)) * pitch, t.y};
+    const int weight = scale == 1.f ? t.y : __float_as_int(__int_as_float(t.y) * scale);
+    to[w.outer * o_stride + w.inner * k_stride] =
+        Tap{(t.x - static_cast<int>(base)) * pitch + offset, weight};
   }
 }
 
@@ -174,17 +222,22 @@ __device__ inline float biased(S v) {
     return static_cast<float>(v);
 }
 
-// Byte `i` (0-3) of `word` as the float 32768 + byte: the byte becomes bits 8-15 of the
-// float 32768's mantissa, one permute and no conversion (sums keep 2^-8 of precision).
-constexpr float kWordBias = 32768.f;
-__device__ inline float biased_byte(uint32_t word, int i) {
-  return __uint_as_float(__byte_perm(word, 0x47000000u, 0x7404 | (i << 4)));
+// acc + the dot product of the 16-bit halves of w (signed) with bytes 0-1 (`high`: 2-3) of x
+// (unsigned): two taps of byte rows in one instruction, with no conversion.
+__device__ inline int dot2(int w, uint32_t x, int acc, bool high) {
+  int d;
+  if (high)
+    asm("dp2a.hi.s32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(w), "r"(x), "r"(acc));
+  else
+    asm("dp2a.lo.s32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(w), "r"(x), "r"(acc));
+  return d;
 }
 
 // Starts copying rows [r0, r0 + rows) x elements [e0, e0 + seg) of `src` (row pitch `pitch`)
 // to the patch as the 16-byte words that hold them, asynchronously (cp.async, one group of
 // copies): the block goes on and waits in wait_patch(). A row's words go to consecutive
-// threads, as many as the power of two that covers them (up to a warp).
+// threads, as many as the power of two that covers them (up to a warp, which then takes
+// several rounds).
 template <typename S>
 __device__ void load_patch(const S* src, int64_t pitch, int64_t r0, int rows, int64_t e0,
                            int seg, unsigned char* patch, int ppitch) {
@@ -193,15 +246,29 @@ __device__ void load_patch(const S* src, int64_t pitch, int64_t r0, int rows, in
   const int lanes_log2 = words >= 32 ? 5 : 32 - __clz(words - 1);
   const int row_step = blockDim.x >> lanes_log2, lane = threadIdx.x & ((1 << lanes_log2) - 1);
   const int64_t row_bytes = pitch * static_cast<int64_t>(sizeof(S));
-  int r = threadIdx.x >> lanes_log2;
-  const char* at = reinterpret_cast<const char*>(src + (r0 + r) * pitch + e0);
-  unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(patch)) + r * ppitch;
-  for (; r < rows; r += row_step, at += row_step * row_bytes, to += row_step * ppitch) {
-    const int mis = static_cast<int>(reinterpret_cast<uintptr_t>(at) % kWord);
-    for (int off = kWord * lane; off < mis + bytes; off += kWord << lanes_log2)
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to + off),
-                   "l"(at - mis + off));
-  }
+  const int off = kWord * lane, round = kWord << lanes_log2;
+  const int r = threadIdx.x >> lanes_log2;
+  const uintptr_t at = reinterpret_cast<uintptr_t>(src + (r0 + r) * pitch + e0);
+  const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(patch)) + r * ppitch;
+  auto copy_rows = [&](auto one_round) {
+    uintptr_t row = at;
+    unsigned dst = to;
+    for (int k = r; k < rows;
+         k += row_step, row += row_step * row_bytes, dst += row_step * ppitch) {
+      const int end = static_cast<int>(row % kWord) + bytes;
+      const uintptr_t word = row & ~uintptr_t(kWord - 1);
+      for (int o = off; o < end; o += round) {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst + o),
+                     "l"(word + o));
+        if constexpr (decltype(one_round)::value) break;
+      }
+    }
+  };
+  // Rows of up to 32 words take one round: a copy per lane at most.
+  if (words <= 32)
+    copy_rows(std::true_type{});
+  else
+    copy_rows(std::false_type{});
   asm volatile("cp.async.commit_group;\n" ::);
 }
 
@@ -211,38 +278,52 @@ __device__ inline void wait_patch() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kNewer));
 }
 
-// cmn::convert_sat, without branches for bytes: clamping first takes NaN to 0; adding 0.5
-// rounded toward zero, then 2^23 rounded toward zero, truncates to an integer in the float's
+// What vertical starts each sum at, for the rounding below: 0.5 for bytes.
+template <typename D>
+constexpr float kRound = std::is_same_v<D, uint8_t> ? 0.5f : 0.f;
+
+// The byte cmn::convert_sat gives for v - 0.5, in the low 8 bits, without branches: clamping
+// first takes NaN to 0; adding 2^23 rounded toward zero truncates to an integer in the float's
 // low mantissa byte, so half rounds away from zero as roundf does, with no conversion
 // instruction (those issue at a fraction of an add's rate).
+__device__ inline uint32_t byte_bits(float v) {
+  return __float_as_uint(__fadd_rz(fminf(fmaxf(v, 0.f), 255.5f), 8388608.f));
+}
+
+// cmn::convert_sat of v - kRound<D> (the sums carry it).
 template <typename D>
 __device__ inline D saturate(float v) {
   if constexpr (std::is_same_v<D, uint8_t>)
-    return static_cast<uint8_t>(
-        __float_as_uint(__fadd_rz(__fadd_rz(fminf(fmaxf(v, 0.f), 255.f), 0.5f), 8388608.f)));
+    return static_cast<uint8_t>(byte_bits(v));
   else
     return cmn::convert_sat<D>(v);
+}
+
+// The bytes of four outputs, packed into a word.
+__device__ inline uint32_t pack4(float4 v) {
+  const uint32_t a = byte_bits(v.x), b = byte_bits(v.y), c = byte_bits(v.z), e = byte_bits(v.w);
+  return __byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, e, 0x0040), 0x5410);
 }
 
 // Stores the first `left` (1-4) of four consecutive outputs; one vector store when all four
 // go and `out` is aligned for it.
 template <typename D>
 __device__ inline void store4(D* out, float4 v, int left) {
-  const D a = saturate<D>(v.x), b = saturate<D>(v.y), c = saturate<D>(v.z), e = saturate<D>(v.w);
-  if constexpr (sizeof(D) == 1 || sizeof(D) == 4) {
-    using Word = std::conditional_t<sizeof(D) == 1, uint32_t, uint4>;
-    if (left >= 4 && reinterpret_cast<uintptr_t>(out) % sizeof(Word) == 0) {
-      D packed[4] = {a, b, c, e};
-      Word word;
-      memcpy(&word, packed, sizeof(Word));
-      *reinterpret_cast<Word*>(out) = word;
+  if constexpr (sizeof(D) == 1) {
+    if (left >= 4 && reinterpret_cast<uintptr_t>(out) % 4 == 0) {
+      *reinterpret_cast<uint32_t*>(out) = pack4(v);
+      return;
+    }
+  } else if constexpr (sizeof(D) == 4) {
+    if (left >= 4 && reinterpret_cast<uintptr_t>(out) % 16 == 0) {
+      *reinterpret_cast<float4*>(out) = v;
       return;
     }
   }
-  out[0] = a;
-  if (left > 1) out[1] = b;
-  if (left > 2) out[2] = c;
-  if (left > 3) out[3] = e;
+  const float e[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    if (k < left) out[k] = saturate<D>(e[k]);
 }
 
 // Where each patch row's data starts: row r of a patch at r * pitch + (mis0 + r * step) % 16
@@ -305,67 +386,106 @@ __device__ void horizontal(const Tap* taps, int tap_stride, int kx, const unsign
   }
 }
 
-// The same for bytes and K taps: the column's taps are one window of K pixels (window_taps),
-// so a row's K * kC bytes are read as whole 4-byte words, lined up with funnel shifts, and
-// each byte becomes a float with one permute; the weights stay in registers.
+// The same in fixed point for bytes of kC (1, 3) channels and K taps, whose integer weights
+// (quantize_taps) are read once: the column's taps are one window of K pixels (window_taps),
+// so a row's K * kC bytes are read as whole 4-byte words and lined up with funnel shifts, and
+// dot2 takes two taps of a channel at a time (for 3 channels, after a byte permute gathers
+// them). A resampled row holds kMidBias + the integer sum.
 template <int K, int kC>
 __device__ void horizontal_bytes(const Tap* taps, int tap_stride, const unsigned char* patch,
                                  PatchRows pr, int ly, int step, int rows, float* mid,
                                  int mid_step) {
-  constexpr int kBytes = K * kC, kWords = (kBytes + 3) / 4;
-  float w[K];
+  constexpr int kWords = (K * kC + 3) / 4, kPairs = K / 2;
+  int pair[kPairs + 1];  // taps 2p and 2p + 1 as the low and high halves
 #pragma unroll
-  for (int k = 0; k < K; ++k) w[k] = __int_as_float(taps[k * tap_stride].y);
+  for (int p = 0; p < kPairs; ++p)
+    pair[p] = __byte_perm(taps[2 * p * tap_stride].y, taps[(2 * p + 1) * tap_stride].y, 0x5410);
+  // An odd last tap pairs with a weight of 0, on either side.
+  const int last = K % 2 ? taps[(K - 1) * tap_stride].y : 0;
+  const int last_half[2] = {last & 0xffff, last << 16};
   // Row r's data at r * pitch + mis (mod 16): both step along with r.
   int row_at = ly * pr.pitch + taps[0].x, mis = pr.mis0 + ly * pr.step;
-  for (int r = ly; r < rows; r += step, row_at += step * pr.pitch, mis += step * pr.step) {
+  float* out = mid + ly * mid_step;
+  for (int r = ly; r < rows;
+       r += step, row_at += step * pr.pitch, mis += step * pr.step, out += step * mid_step) {
     const int at = row_at + (mis & (kWord - 1));
     const uint32_t* p = reinterpret_cast<const uint32_t*>(patch + (at & ~3));
-    const int shift = 8 * (at & 3);
-    uint32_t word[kWords + 1];
+    uint32_t word[kWords + 1], u[kWords];
 #pragma unroll
     for (int j = 0; j <= kWords; ++j) word[j] = p[j];
-    float acc[kC];
 #pragma unroll
-    for (int c = 0; c < kC; ++c) acc[c] = -kWordBias;  // the weights sum to 1
+    for (int j = 0; j < kWords; ++j) u[j] = __funnelshift_r(word[j], word[j + 1], 8 * at);
+    int acc[kC];
 #pragma unroll
-    for (int j = 0; j < kWords; ++j) {
-      const uint32_t u = __funnelshift_r(word[j], word[j + 1], shift);
+    for (int c = 0; c < kC; ++c) acc[c] = kMidBiasBits;
 #pragma unroll
-      for (int b = 0; b < 4; ++b) {
-        const int e = 4 * j + b;
-        if (e < kBytes) acc[e % kC] = fmaf(w[e / kC], biased_byte(u, b), acc[e % kC]);
+    for (int q = 0; q < kPairs; ++q) {
+      if constexpr (kC == 1) {
+        acc[0] = dot2(pair[q], u[q / 2], acc[0], q % 2);
+      } else {
+        // Taps 2q, 2q + 1: bytes 6q + c and 6q + 3 + c, inside words a and a + 1 from o.
+        const int a = 6 * q / 4, o = 6 * q % 4;
+        const uint32_t x01 = __byte_perm(u[a], u[a + 1],
+                                         o | (o + 3) << 4 | (o + 1) << 8 | (o + 4) << 12);
+        const uint32_t x2 = __byte_perm(u[a], u[a + 1], (o + 2) | (o + 5) << 4);
+        acc[0] = dot2(pair[q], x01, acc[0], false);
+        acc[1] = dot2(pair[q], x01, acc[1], true);
+        acc[2] = dot2(pair[q], x2, acc[2], false);
       }
     }
-    float* out = mid + r * mid_step;
+    if constexpr (K % 2) {
 #pragma unroll
-    for (int c = 0; c < kC; ++c) out[c] = acc[c];
+      for (int c = 0; c < kC; ++c) {
+        const int e = kC * (K - 1) + c;  // the byte of channel c of the last tap
+        acc[c] = dot2(last_half[e % 2], u[e / 4], acc[c], e % 4 >= 2);
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < kC; ++c) out[c] = __int_as_float(acc[c]);
   }
 }
 
+// How the vertical pass splits a tile's rows of `groups` items over a block: a thread takes
+// the items group0 + k * group_step of rows row0 + k * row_step (threads past
+// row_step * group_step none). Fixed for a block (its tiles share their columns).
+struct VerticalSplit {
+  int row0, row_step, group0, group_step;
+  __device__ explicit VerticalSplit(int groups) {
+    group_step = groups < static_cast<int>(blockDim.x) ? groups : blockDim.x;
+    row_step = blockDim.x / group_step;
+    row0 = threadIdx.x / group_step;
+    group0 = threadIdx.x - row0 * group_step;
+    if (row0 >= row_step) row0 = INT_MAX;
+  }
+};
+
 // The vertical pass: `rows` output rows of `row_elems` elements from the resampled rows,
-// 4 consecutive elements per thread (one 16-byte read of the resampled rows per tap; rows
-// of tile_w x C floats keep them aligned), K taps (0: `ky`, known at run time only) of
-// output row r at taps[r * tap_stride].
+// 4 consecutive elements per item (one 16-byte read of the resampled rows per tap; rows of
+// tile_w x C floats keep them aligned), K taps (0: `ky`, known at run time only) of output
+// row r at taps[r * tap_stride]: {byte offset in smem of the resampled row, weight}. Each sum
+// starts at `init`.
 template <int K, typename D>
-__device__ void vertical(const Tap* taps, int tap_stride, int ky, const float* mid,
-                         int row_elems, int rows, D* dst, int out_pitch) {
+__device__ void vertical(const Tap* taps, int tap_stride, int ky, const unsigned char* smem,
+                         VerticalSplit split, int row_elems, int rows, float init, D* dst,
+                         int out_pitch) {
   const int n = K ? K : ky;
-  for (Walk w((row_elems + 3) / 4); w.outer < rows; w.next()) {
-    const Tap* t = taps + w.outer * tap_stride;
-    const float* col = mid + 4 * w.inner;
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int r = split.row0; r < rows; r += split.row_step) {
+    const Tap* t = taps + r * tap_stride;
+    D* out = dst + r * out_pitch;
+    int g = split.group0;  // < the row's items: one a thread unless a row has more than a block
+    do {
+      float4 acc = make_float4(init, init, init, init);
 #pragma unroll
-    for (int j = 0; j < n; ++j) {
-      const Tap tap = t[j];
-      const float wt = __int_as_float(tap.y);
-      const float4 v = *reinterpret_cast<const float4*>(col + tap.x);
-      acc.x = fmaf(wt, v.x, acc.x);
-      acc.y = fmaf(wt, v.y, acc.y);
-      acc.z = fmaf(wt, v.z, acc.z);
-      acc.w = fmaf(wt, v.w, acc.w);
-    }
-    store4(dst + w.outer * out_pitch + 4 * w.inner, acc, row_elems - 4 * w.inner);
+      for (int j = 0; j < n; ++j) {
+        const Tap tap = t[j];
+        const float wt = __int_as_float(tap.y);
+        const float4 v = reinterpret_cast<const float4*>(smem + tap.x)[g];
+        acc = make_float4(fmaf(wt, v.x, acc.x), fmaf(wt, v.y, acc.y), fmaf(wt, v.z, acc.z),
+                          fmaf(wt, v.w, acc.w));
+      }
+      store4(out + 4 * g, acc, row_elems - 4 * g);
+      g += split.group_step;
+    } while (4 * g < row_elems);
   }
 }
 
@@ -397,10 +517,15 @@ __global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict
     load_patch(src, src_pitch, next.src0, next.srcs, e0, seg, smem + shape.patch_at(C, buffer),
                shape.pitch);
     // Column taps k-major (a warp's threads read consecutive ones), once for the block's tiles.
-    stage_taps(d.taps[1], x.out0, x.outs, shape.taps_x, x.src0, C, 1, TW, tx);
-    const int kx = ax.filter.table == resize::kNearest ? 1 : ax.filter.support;
-    const int ky = ay.filter.table == resize::kNearest ? 1 : ay.filter.support;
+    stage_taps(d.taps[1], x.out0, x.outs, shape.taps_x, x.src0, C, 0, 1.f, 1, TW, tx);
+    const int kx = taps_of(ax), ky = taps_of(ay);
+    // Fixed-point rows hold kMidBias + 2^bits times their value: the row weights scale it
+    // back, and the sums start without the bias.
+    const bool fixed = fixed_point_rows(sizeof(S) == 1 && kC > 0, ax);
+    const float row_scale = fixed ? ldexpf(1.f, -weight_bits(ax)) : 1.f;
+    const float init = kRound<D> - (fixed ? kMidBias * row_scale : 0.f);
     const int row_elems = x.outs * C;
+    const VerticalSplit split((row_elems + 3) / 4);
     const int out_pitch = static_cast<int>(ax.out_size * C);  // a tile's offsets are int
     for (bool more = true; more; ++k) {
       const Span y = next;
@@ -415,7 +540,8 @@ __global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict
       if (prefetch)
         load_patch(src, src_pitch, next.src0, next.srcs, e0, seg, next_patch, shape.pitch);
       // Row taps output-major; the last tile's vertical pass is done with them.
-      stage_taps(d.taps[0], y.out0, y.outs, shape.taps_y, y.src0, TW * C, shape.taps_y, 1, ty);
+      stage_taps(d.taps[0], y.out0, y.outs, shape.taps_y, y.src0, 4 * TW * C,
+                 static_cast<int>(shape.mid_at()), row_scale, shape.taps_y, 1, ty);
       if (prefetch)
         wait_patch<1>();
       else
@@ -428,10 +554,8 @@ __global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict
                            static_cast<int>(row_bytes % kWord)};
         float* out = mid + lx * C;
         const Tap* taps = tx + lx;
-        bool done = false;
         if constexpr (sizeof(S) == 1 && kC > 0) {
-          done = true;
-          switch (kx) {
+          if (fixed) switch (kx) {
 #define TORCHDALI_HORIZONTAL_BYTES(K)                                                       \
   case K:                                                                                   \
     horizontal_bytes<K, kC>(taps, TW, patch, pr, ly, ly_step, y.srcs, out, TW * kC); \
@@ -445,11 +569,9 @@ __global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict
             TORCHDALI_HORIZONTAL_BYTES(7)
             TORCHDALI_HORIZONTAL_BYTES(8)
 #undef TORCHDALI_HORIZONTAL_BYTES
-            default:
-              done = false;
           }
         }
-        if (!done)
+        if (!fixed)
           horizontal<S, kC>(taps, TW, kx, patch, pr, ly, ly_step, y.srcs, out, TW * C, C);
       }
       __syncthreads();
@@ -459,8 +581,10 @@ __global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict
       // Vertical: y.outs rows of x.outs x C outputs.
       D* dst = static_cast<D*>(d.dst) + (y.out0 * ax.out_size + x.out0) * C;
       switch (ky) {
-#define TORCHDALI_VERTICAL(K) \
-  case K: vertical<K>(ty, shape.taps_y, ky, mid, row_elems, y.outs, dst, out_pitch); break;
+#define TORCHDALI_VERTICAL(K)                                                              \
+  case K:                                                                                    \
+    vertical<K>(ty, shape.taps_y, ky, smem, split, row_elems, y.outs, init, dst, out_pitch); \
+    break;
         TORCHDALI_VERTICAL(1)
         TORCHDALI_VERTICAL(2)
         TORCHDALI_VERTICAL(3)
@@ -469,7 +593,8 @@ __global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict
         TORCHDALI_VERTICAL(6)
 #undef TORCHDALI_VERTICAL
         default:
-          vertical<0>(ty, shape.taps_y, ky, mid, row_elems, y.outs, dst, out_pitch);
+          vertical<0>(ty, shape.taps_y, ky, smem, split, row_elems, y.outs, init, dst,
+                      out_pitch);
       }
       __syncthreads();
     }
@@ -569,7 +694,8 @@ void launch_tiles(const resize::Args& a, const TileShape& shape, cudaStream_t st
   at::Tensor dev = upload(b.descs, {}, a.images[0].device(), unused);
   const TileDesc* descs = reinterpret_cast<const TileDesc*>(dev.const_data_ptr());
   taps_kernel<<<dim3(grid_dim(std::max(b.max_r, b.max_c), 256), 2, grid_dim(a.n, 1)), 256, 0,
-                stream>>>(descs, a.n, shape.taps_y, shape.taps_x, shape.tile_h, shape.tile_w);
+                stream>>>(descs, a.n, shape.taps_y, shape.taps_x, shape.tile_h, shape.tile_w,
+                          sizeof(S) == 1 && kC > 0);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   auto kernel = tile_kernel<S, D, kC>;
   if (shape.bytes > 48 * 1024)
