@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <climits>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -445,47 +444,27 @@ __device__ void horizontal_bytes(const Tap* taps, int tap_stride, const unsigned
   }
 }
 
-// How the vertical pass splits a tile's rows of `groups` items over a block: a thread takes
-// the items group0 + k * group_step of rows row0 + k * row_step (threads past
-// row_step * group_step none). Fixed for a block (its tiles share their columns).
-struct VerticalSplit {
-  int row0, row_step, group0, group_step;
-  __device__ explicit VerticalSplit(int groups) {
-    group_step = groups < static_cast<int>(blockDim.x) ? groups : blockDim.x;
-    row_step = blockDim.x / group_step;
-    row0 = threadIdx.x / group_step;
-    group0 = threadIdx.x - row0 * group_step;
-    if (row0 >= row_step) row0 = INT_MAX;
-  }
-};
-
 // The vertical pass: `rows` output rows of `row_elems` elements from the resampled rows,
-// 4 consecutive elements per item (one 16-byte read of the resampled rows per tap; rows of
-// tile_w x C floats keep them aligned), K taps (0: `ky`, known at run time only) of output
-// row r at taps[r * tap_stride]: {byte offset in smem of the resampled row, weight}. Each sum
-// starts at `init`.
+// 4 consecutive elements per item, the items spread evenly over the block (one 16-byte read
+// of the resampled rows per tap; rows of tile_w x C floats keep them aligned), K taps (0:
+// `ky`, known at run time only) of output row r at taps[r * tap_stride]: {byte offset in smem
+// of the resampled row, weight}. Each sum starts at `init`.
 template <int K, typename D>
 __device__ void vertical(const Tap* taps, int tap_stride, int ky, const unsigned char* smem,
-                         VerticalSplit split, int row_elems, int rows, float init, D* dst,
-                         int out_pitch) {
+                         int row_elems, int rows, float init, D* dst, int out_pitch) {
   const int n = K ? K : ky;
-  for (int r = split.row0; r < rows; r += split.row_step) {
-    const Tap* t = taps + r * tap_stride;
-    D* out = dst + r * out_pitch;
-    int g = split.group0;  // < the row's items: one a thread unless a row has more than a block
-    do {
-      float4 acc = make_float4(init, init, init, init);
+  for (Walk w((row_elems + 3) / 4); w.outer < rows; w.next()) {
+    const Tap* t = taps + w.outer * tap_stride;
+    float4 acc = make_float4(init, init, init, init);
 #pragma unroll
-      for (int j = 0; j < n; ++j) {
-        const Tap tap = t[j];
-        const float wt = __int_as_float(tap.y);
-        const float4 v = reinterpret_cast<const float4*>(smem + tap.x)[g];
-        acc = make_float4(fmaf(wt, v.x, acc.x), fmaf(wt, v.y, acc.y), fmaf(wt, v.z, acc.z),
-                          fmaf(wt, v.w, acc.w));
-      }
-      store4(out + 4 * g, acc, row_elems - 4 * g);
-      g += split.group_step;
-    } while (4 * g < row_elems);
+    for (int j = 0; j < n; ++j) {
+      const Tap tap = t[j];
+      const float wt = __int_as_float(tap.y);
+      const float4 v = reinterpret_cast<const float4*>(smem + tap.x)[w.inner];
+      acc = make_float4(fmaf(wt, v.x, acc.x), fmaf(wt, v.y, acc.y), fmaf(wt, v.z, acc.z),
+                        fmaf(wt, v.w, acc.w));
+    }
+    store4(dst + w.outer * out_pitch + 4 * w.inner, acc, row_elems - 4 * w.inner);
   }
 }
 
@@ -525,7 +504,6 @@ __global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict
     const float row_scale = fixed ? ldexpf(1.f, -weight_bits(ax)) : 1.f;
     const float init = kRound<D> - (fixed ? kMidBias * row_scale : 0.f);
     const int row_elems = x.outs * C;
-    const VerticalSplit split((row_elems + 3) / 4);
     const int out_pitch = static_cast<int>(ax.out_size * C);  // a tile's offsets are int
     for (bool more = true; more; ++k) {
       const Span y = next;
@@ -581,9 +559,9 @@ __global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict
       // Vertical: y.outs rows of x.outs x C outputs.
       D* dst = static_cast<D*>(d.dst) + (y.out0 * ax.out_size + x.out0) * C;
       switch (ky) {
-#define TORCHDALI_VERTICAL(K)                                                              \
-  case K:                                                                                    \
-    vertical<K>(ty, shape.taps_y, ky, smem, split, row_elems, y.outs, init, dst, out_pitch); \
+#define TORCHDALI_VERTICAL(K)                                                       \
+  case K:                                                                             \
+    vertical<K>(ty, shape.taps_y, ky, smem, row_elems, y.outs, init, dst, out_pitch); \
     break;
         TORCHDALI_VERTICAL(1)
         TORCHDALI_VERTICAL(2)
@@ -593,8 +571,7 @@ __global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict
         TORCHDALI_VERTICAL(6)
 #undef TORCHDALI_VERTICAL
         default:
-          vertical<0>(ty, shape.taps_y, ky, smem, split, row_elems, y.outs, init, dst,
-                      out_pitch);
+          vertical<0>(ty, shape.taps_y, ky, smem, row_elems, y.outs, init, dst, out_pitch);
       }
       __syncthreads();
     }
