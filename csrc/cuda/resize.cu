@@ -590,7 +590,7 @@ int64_t patch_extent(const Axis& ax, int tile) {
 // about kWaves waves of blocks, `slots` blocks running at a time.
 TileShape plan_tiles(const resize::Args& a, int64_t in_size, int64_t limit, int64_t slots) {
   static constexpr int kTiles[][2] = {{32, 32}, {32, 16}, {32, 8}, {16, 8}, {8, 8}};
-  constexpr int64_t kWaves = 6;
+  constexpr int64_t kWaves = 3;
   const int C = static_cast<int>(a.channels);
   for (const auto& t : kTiles) {
     TileShape s;
