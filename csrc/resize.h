@@ -157,6 +157,11 @@ C10_HOST_DEVICE inline float for_taps(const Axis& a, int64_t x, Tap&& tap) {
   return sum;
 }
 
+// The taps an output of `ax` reads: 1 for nearest neighbour, else the filter's support.
+C10_HOST_DEVICE inline int taps_per_output(const Axis& ax) {
+  return ax.filter.table == kNearest ? 1 : ax.filter.support;
+}
+
 // A range [lo, hi) of source indices.
 struct Range {
   int64_t lo, hi;

@@ -47,7 +47,7 @@ Taps make_taps(const Axis& a, bool rows) {
     }
     return t;
   }
-  t.support = a.filter.table == resize::kNearest ? 1 : a.filter.support;
+  t.support = resize::taps_per_output(a);
   t.idx.resize(a.out_size * t.support);
   t.w.resize(a.out_size * t.support);
   for (int64_t x = 0; x < a.out_size; ++x) {

@@ -117,10 +117,6 @@ constexpr int kByteTaps = 8;
 constexpr int kMidBiasBits = 0x4B400000;
 constexpr float kMidBias = 12582912.f;  // 1.5 * 2^23
 
-__device__ inline int taps_of(const Axis& ax) {
-  return ax.filter.table == resize::kNearest ? 1 : ax.filter.support;
-}
-
 __device__ inline int weight_bits(const Axis& ax) {
   return ax.filter.table == resize::kCubicT || ax.filter.table == resize::kLanczosT ? 13 : 14;
 }
@@ -128,7 +124,7 @@ __device__ inline int weight_bits(const Axis& ax) {
 // Whether the byte rows of a unit with column axis `ax` take horizontal_bytes (`bytes`: the
 // batch is bytes of 1 or 3 channels).
 __device__ inline bool fixed_point_rows(bool bytes, const Axis& ax) {
-  return bytes && taps_of(ax) <= kByteTaps;
+  return bytes && resize::taps_per_output(ax) <= kByteTaps;
 }
 
 // The n weights of an output (float bits) as integers that sum to 2^bits: each is the
@@ -497,7 +493,7 @@ __global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict
                shape.pitch);
     // Column taps k-major (a warp's threads read consecutive ones), once for the block's tiles.
     stage_taps(d.taps[1], x.out0, x.outs, shape.taps_x, x.src0, C, 0, 1.f, 1, TW, tx);
-    const int kx = taps_of(ax), ky = taps_of(ay);
+    const int kx = resize::taps_per_output(ax), ky = resize::taps_per_output(ay);
     // Fixed-point rows hold kMidBias + 2^bits times their value: the row weights scale it
     // back, and the sums start without the bias.
     const bool fixed = fixed_point_rows(sizeof(S) == 1 && kC > 0, ax);
@@ -580,7 +576,7 @@ __global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict
 
 // Most source elements a tile of `tile` outputs reads along `ax` (see resize::tap_range).
 int64_t patch_extent(const Axis& ax, int tile) {
-  const int64_t span = ax.filter.table == resize::kNearest ? 1 : ax.filter.support;
+  const int64_t span = resize::taps_per_output(ax);
   const int64_t reach = static_cast<int64_t>(std::floor((tile - 1) * std::fabs(ax.scale)));
   return std::min<int64_t>(ax.in_size, reach + span + 2);
 }
