@@ -1,8 +1,8 @@
 // CUDA kernel of torchdali::resize. Normally one launch per batch: each block resamples a few
 // output tiles down a column of one sample entirely in shared memory (the source patch a tile
 // reads, the horizontally resampled rows, the filter weights), so the image is read once and
-// nothing but the output is written; the next tile's patch is copied while the block
-// resamples the current one. Downscales too steep for a tile's patch to fit in shared memory
+// nothing but the output is written; the next tile's patch and taps are copied while the
+// block resamples the current one. Downscales too steep for a tile's patch to fit in shared memory
 // take two launches (first pass, second pass) through a float intermediate. Per-sample
 // descriptors go up in one asynchronous copy and filter weights are computed on the device
 // (for the tiles, once per call by taps_kernel), so a call never waits for the GPU.
@@ -38,13 +38,16 @@ struct alignas(16) Span {
   int out0, src0, outs, srcs;
 };
 
-// One unit (an HWC image or a channel plane) of the tiled kernel, and along each axis the taps
-// of each output and the span of each tile (taps_kernel).
+// One unit (an HWC image or a channel plane) of the tiled kernel, and along each axis the span
+// of each tile and the taps of each output, as the tile kernel reads them from shared memory
+// (taps_kernel): a tile's taps lie together, tile_w x taps_x column taps k-major {byte offset
+// in the patch row, weight}, tile_h x taps_y row taps output-major {byte offset in shared
+// memory of the resampled row, weight}; the last tile's are as long.
 struct TileDesc {
   const void* src;
   void* dst;
   Axis axis[2];    // rows, columns
-  Tap* taps[2];    // out_size x (taps_y, taps_x) {source index, weight}
+  Tap* taps[2];    // rows, columns
   Span* spans[2];  // tiles along the axis
 };
 
@@ -64,13 +67,13 @@ C10_HOST_DEVICE inline int patch_pitch_bytes(int seg, int size) {
   return kWord * ((seg * size + kWord - 1) / kWord + 1);
 }
 
-// The launch-wide tile geometry. Shared memory holds, in this order: column taps (offset of
-// the source element, weight) for tile_w outputs, row taps for tile_h outputs, the
-// horizontally resampled rows (float, patch_rows x tile_w x C) and `buffers` source patches
-// (each patch_rows rows of `pitch` bytes and `slack` bytes that the byte rows' word reads may
-// pass their end by). A block resamples tiles_per_block tiles down a column of the output,
-// copying the next tile's patch while it resamples the current one: all of it with two
-// buffers, its vertical pass with one.
+// The launch-wide tile geometry. Shared memory holds, in this order: column taps for tile_w
+// outputs, two buffers of row taps for tile_h outputs, two spans, the horizontally resampled
+// rows (float, patch_rows x tile_w x C) and `buffers` source patches (each patch_rows rows of
+// `pitch` bytes and `slack` bytes that the byte rows' word reads may pass their end by). A
+// block resamples tiles_per_block tiles down a column of the output, copying the next tile's
+// row taps and patch (and the span of the tile after it) while it resamples the current one:
+// all of it with two patch buffers, its vertical pass with one.
 struct TileShape {
   int tile_w = 32, tile_h = 32;  // powers of two
   int taps_x = 1, taps_y = 1;    // most taps per output coordinate in the batch
@@ -79,31 +82,34 @@ struct TileShape {
   int buffers = 2, tiles_per_block = 1;
   int64_t bytes = 0;  // of shared memory
 
-  C10_HOST_DEVICE int64_t mid_at() const {
-    return (8 * (int64_t(tile_w) * taps_x + int64_t(tile_h) * taps_y) + 15) / 16 * 16;
+  C10_HOST_DEVICE int64_t row_taps_at(int k) const {
+    return 8 * (int64_t(tile_w) * taps_x + k * int64_t(tile_h) * taps_y);
   }
+  C10_HOST_DEVICE int64_t spans_at() const { return row_taps_at(2); }
+  C10_HOST_DEVICE int64_t mid_at() const { return spans_at() + 2 * sizeof(Span); }
   C10_HOST_DEVICE int64_t patch_at(int C, int k) const {
     return mid_at() + 4 * int64_t(patch_rows) * tile_w * C +
            k * (int64_t(patch_rows) * pitch + slack);
   }
 };
 
-// The n normalized taps of output o of `ax`, tap k at out[k]: {first + k, weight}, where
-// `first` is the output's first source index. Taps clamped to the same edge index add up, and
-// those past the last index weigh 0 (and read that index), so an output's taps are one window
-// of n consecutive source elements.
-__device__ void window_taps(const Axis& ax, int64_t o, int n, Tap* out) {
-  for (int k = 0; k < n; ++k) out[k].y = 0;
+// The n normalized taps of output o of `ax`, tap k at out[k * stride]: {first + k, weight},
+// where `first` is the output's first source index. Taps clamped to the same edge index add
+// up, and those past the last index weigh 0 (and read that index), so an output's taps are one
+// window of n consecutive source elements.
+__device__ void window_taps(const Axis& ax, int64_t o, int n, Tap* out, int stride) {
+  for (int k = 0; k < n; ++k) out[k * stride].y = 0;
   int64_t first = -1;
   const float sum = resize::for_taps(ax, o, [&](int64_t s, float c) {
     if (first < 0) first = s;
-    int& w = out[s - first].y;
+    int& w = out[(s - first) * stride].y;
     w = __float_as_int(__int_as_float(w) + c);
   });
   const float norm = sum != 0.f ? 1.f / sum : 1.f;
   for (int k = 0; k < n; ++k) {
     const int64_t s = first + k < ax.in_size ? first + k : ax.in_size - 1;
-    out[k] = Tap{static_cast<int>(s), __float_as_int(__int_as_float(out[k].y) * norm)};
+    out[k * stride] =
+        Tap{static_cast<int>(s), __float_as_int(__int_as_float(out[k * stride].y) * norm)};
   }
 }
 
@@ -127,39 +133,61 @@ __device__ inline bool fixed_point_rows(bool bytes, const Axis& ax) {
   return bytes && resize::taps_per_output(ax) <= kByteTaps;
 }
 
-// The n weights of an output (float bits) as integers that sum to 2^bits: each is the
-// difference of the rounded running sums, so the sum is exact and weights that are all
-// positive stay so.
-__device__ void quantize_taps(Tap* taps, int n, int bits) {
+// The n weights of an output (float bits, tap k at taps[k * stride]) as integers that sum to
+// 2^bits: each is the difference of the rounded running sums, so the sum is exact and weights
+// that are all positive stay so.
+__device__ void quantize_taps(Tap* taps, int n, int stride, int bits) {
   const float scale = ldexpf(1.f, bits);
   float sum = 0.f;
   int prev = 0;
   for (int k = 0; k < n; ++k) {
-    sum += __int_as_float(taps[k].y);
+    sum += __int_as_float(taps[k * stride].y);
     const int q = __float2int_rn(sum * scale);
-    taps[k].y = q - prev;
+    taps[k * stride].y = q - prev;
     prev = q;
   }
 }
 
-// The taps of every output of the batch and the spans of its tiles, a thread per output of one
-// axis (blockIdx.y; n_y or n_x taps per output, tiles of tile_h or tile_w outputs): computed
-// once per call, where every tile would compute its own. Column taps of fixed-point rows get
-// integer weights (`bytes`: see fixed_point_rows).
-__global__ void taps_kernel(const TileDesc* __restrict__ descs, int64_t n, int n_y, int n_x,
-                            int tile_h, int tile_w, bool bytes) {
+// Fixed-point rows hold kMidBias + 2^bits times their value: their row weights are scaled by
+// 2^-bits, and the vertical pass starts its sums without the bias.
+__device__ inline float row_scale(bool fixed, const Axis& columns) {
+  return fixed ? ldexpf(1.f, -weight_bits(columns)) : 1.f;
+}
+
+// The taps of every output of the batch and the spans of its tiles, in the form and order the
+// tile kernel reads them (see TileDesc), a thread per output of one axis (blockIdx.y): computed
+// once per call, where every tile would compute and convert its own. Column taps of
+// fixed-point rows get integer weights (`bytes`: see fixed_point_rows).
+__global__ void taps_kernel(const TileDesc* __restrict__ descs, int64_t n, TileShape shape,
+                            int C, bool bytes) {
   const int a = blockIdx.y;
-  const int nt = a == 0 ? n_y : n_x, size = a == 0 ? tile_h : tile_w;
+  const int nt = a == 0 ? shape.taps_y : shape.taps_x;
+  const int size = a == 0 ? shape.tile_h : shape.tile_w;
   for (int64_t i = blockIdx.z; i < n; i += gridDim.z) {
     const TileDesc& d = descs[i];
     const Axis& ax = d.axis[a];
-    const bool fixed = a == 1 && fixed_point_rows(bytes, ax);
+    const bool fixed = fixed_point_rows(bytes, d.axis[1]);
+    const float scale = a == 0 ? row_scale(fixed, d.axis[1]) : 1.f;
     for (int64_t o = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; o < ax.out_size;
          o += int64_t(gridDim.x) * blockDim.x) {
-      Tap* taps = d.taps[a] + o * nt;
-      window_taps(ax, o, nt, taps);
-      if (fixed) quantize_taps(taps, nt, weight_bits(ax));
-      if (o * size < ax.out_size) d.spans[a][o] = locate(ax, o, size);
+      const int64_t tile = o / size;
+      const int lo = static_cast<int>(o - tile * size);
+      // Row taps output-major, column taps k-major (a warp's threads read consecutive ones).
+      const int stride = a == 0 ? 1 : size;
+      Tap* taps = d.taps[a] + tile * size * nt + (a == 0 ? lo * nt : lo);
+      window_taps(ax, o, nt, taps, stride);
+      if (a == 1 && fixed) quantize_taps(taps, nt, stride, weight_bits(ax));
+      // Source indices to offsets from the tile's first: of the element in a patch row, of
+      // the resampled row in shared memory.
+      const int src0 = locate(ax, tile, size).src0;
+      const int pitch = a == 0 ? 4 * shape.tile_w * C : C;
+      const int base = a == 0 ? static_cast<int>(shape.mid_at()) : 0;
+      for (int k = 0; k < nt; ++k) {
+        Tap& t = taps[k * stride];
+        const int weight = scale == 1.f ? t.y : __float_as_int(__int_as_float(t.y) * scale);
+        t = Tap{(t.x - src0) * pitch + base, weight};
+      }
+      if (lo == 0) d.spans[a][tile] = locate(ax, tile, size);
     }
   }
 }
@@ -187,22 +215,6 @@ struct Walk {
   }
 };
 
-// Copies the taps of outputs [o0, o0 + count) (`n` each, from taps_kernel's `taps`) to shared
-// memory as {(source index - base) * pitch + offset, weight * scale}, tap k of output o at
-// to[o * o_stride + k * k_stride]. A scale of 1 copies the weights bit for bit (integer ones
-// too).
-__device__ void stage_taps(const Tap* taps, int64_t o0, int count, int n, int64_t base,
-                           int pitch, int offset, float scale, int o_stride, int k_stride,
-                           Tap* to) {
-  const Tap* from = taps + o0 * n;
-  for (Walk w(n); w.outer < count; w.next()) {
-    const Tap t = from[w.outer * n + w.inner];
-    const int weight = scale == 1.f ? t.y : __float_as_int(__int_as_float(t.y) * scale);
-    to[w.outer * o_stride + w.inner * k_stride] =
-        Tap{(t.x - static_cast<int>(base)) * pitch + offset, weight};
-  }
-}
-
 // A source element as float plus kBias<S>: a byte b is read as the float 256 + b (its bits,
 // 0x43800000 | b << 15, need no conversion instruction); the bias comes off a sum of taps
 // once (the weights sum to 1), and sums below 512 keep 2^-14 of precision.
@@ -228,11 +240,14 @@ __device__ inline int dot2(int w, uint32_t x, int acc, bool high) {
   return d;
 }
 
+// The block copies global memory to shared memory asynchronously (cp.async): its threads start
+// copies (load_patch, load_words), commit them as a group, go on, and wait for them
+// (wait_copies) before the barrier after which the block reads them.
+
 // Starts copying rows [r0, r0 + rows) x elements [e0, e0 + seg) of `src` (row pitch `pitch`)
-// to the patch as the 16-byte words that hold them, asynchronously (cp.async, one group of
-// copies): the block goes on and waits in wait_patch(). A row's words go to consecutive
-// threads, as many as the power of two that covers them (up to a warp, which then takes
-// several rounds).
+// to the patch as the 16-byte words that hold them. A row's words go to consecutive threads,
+// as many as the power of two that covers them (up to a warp, which then takes several
+// rounds).
 template <typename S>
 __device__ void load_patch(const S* src, int64_t pitch, int64_t r0, int rows, int64_t e0,
                            int seg, unsigned char* patch, int ppitch) {
@@ -264,14 +279,22 @@ __device__ void load_patch(const S* src, int64_t pitch, int64_t r0, int rows, in
     copy_rows(std::true_type{});
   else
     copy_rows(std::false_type{});
-  asm volatile("cp.async.commit_group;\n" ::);
 }
 
-// Waits for the thread's copies but those of its kNewer latest load_patch calls.
-template <int kNewer>
-__device__ inline void wait_patch() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kNewer));
+// Starts copying `bytes` (a multiple of 16) from `from` to `to` (both 16-byte aligned), a
+// 16-byte word per thread.
+__device__ void load_words(const void* from, void* to, int bytes) {
+  const uintptr_t src = reinterpret_cast<uintptr_t>(from);
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(to));
+  for (int o = kWord * threadIdx.x; o < bytes; o += kWord * blockDim.x)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst + o), "l"(src + o));
 }
+
+// Closes the thread's group of copies started since the last.
+__device__ inline void commit_copies() { asm volatile("cp.async.commit_group;\n" ::); }
+
+// Waits for all the thread's copies.
+__device__ inline void wait_copies() { asm volatile("cp.async.wait_all;\n" ::); }
 
 // What vertical starts each sum at, for the rounding below: 0.5 for bytes.
 template <typename D>
@@ -401,6 +424,7 @@ __device__ void horizontal_bytes(const Tap* taps, int tap_stride, const unsigned
   // Row r's data at r * pitch + mis (mod 16): both step along with r.
   int row_at = ly * pr.pitch + taps[0].x, mis = pr.mis0 + ly * pr.step;
   float* out = mid + ly * mid_step;
+#pragma unroll 2  // two rows' independent chains of reads and dot products in flight
   for (int r = ly; r < rows;
        r += step, row_at += step * pr.pitch, mis += step * pr.step, out += step * mid_step) {
     const int at = row_at + (mis & (kWord - 1));
@@ -451,16 +475,18 @@ __device__ void vertical(const Tap* taps, int tap_stride, int ky, const unsigned
   const int n = K ? K : ky;
   for (Walk w((row_elems + 3) / 4); w.outer < rows; w.next()) {
     const Tap* t = taps + w.outer * tap_stride;
+    const unsigned char* column = smem + sizeof(float4) * w.inner;  // + a row's offset
     float4 acc = make_float4(init, init, init, init);
 #pragma unroll
     for (int j = 0; j < n; ++j) {
       const Tap tap = t[j];
       const float wt = __int_as_float(tap.y);
-      const float4 v = reinterpret_cast<const float4*>(smem + tap.x)[w.inner];
+      const float4 v = *reinterpret_cast<const float4*>(column + tap.x);
       acc = make_float4(fmaf(wt, v.x, acc.x), fmaf(wt, v.y, acc.y), fmaf(wt, v.z, acc.z),
                         fmaf(wt, v.w, acc.w));
     }
-    store4(dst + w.outer * out_pitch + 4 * w.inner, acc, row_elems - 4 * w.inner);
+    const int e = 4 * w.inner;
+    store4(dst + (w.outer * out_pitch + e), acc, row_elems - e);
   }
 }
 
@@ -471,56 +497,57 @@ __global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict
   extern __shared__ __align__(16) unsigned char smem[];
   const int C = kC ? kC : channels;
   const int TW = shape.tile_w, TH = shape.tile_h;
-  Tap* tx = reinterpret_cast<Tap*>(smem);
-  Tap* ty = tx + TW * shape.taps_x;
+  const Tap* tx = reinterpret_cast<const Tap*>(smem);
+  Span* spans = reinterpret_cast<Span*>(smem + shape.spans_at());
   float* mid = reinterpret_cast<float*>(smem + shape.mid_at());
   const int lx = threadIdx.x & (TW - 1), ly = threadIdx.x / TW, ly_step = blockDim.x / TW;
   for (int64_t i = blockIdx.z; i < n; i += gridDim.z) {
     const TileDesc& d = descs[i];
     const Axis &ay = d.axis[0], &ax = d.axis[1];
-    int64_t k = int64_t(blockIdx.y) * shape.tiles_per_block;
-    if (int64_t(blockIdx.x) * TW >= ax.out_size || k * TH >= ay.out_size) continue;
+    const int64_t k0 = int64_t(blockIdx.y) * shape.tiles_per_block;
+    if (int64_t(blockIdx.x) * TW >= ax.out_size || k0 * TH >= ay.out_size) continue;
+    // The block's tiles: k0, ..., k_end - 1 down column blockIdx.x.
+    const int64_t tiles = (ay.out_size + TH - 1) / TH;
+    const int64_t k_end = k0 + shape.tiles_per_block < tiles ? k0 + shape.tiles_per_block : tiles;
     const Span x = d.spans[1][blockIdx.x];
-    Span next = d.spans[0][k];
-    const int64_t k_end = k + shape.tiles_per_block;
     const int64_t e0 = int64_t(x.src0) * C;
     const int seg = x.srcs * C;
     const S* src = static_cast<const S*>(d.src);
     const int64_t src_pitch = ax.in_size * C;
     const int64_t row_bytes = src_pitch * int64_t(sizeof(S));
+    // Starts copying what tile k (span y) reads: its row taps (to buffer k % 2), its patch (to
+    // patch buffer `buffer`), and the span of the tile after it, which the block reads when it
+    // starts those copies.
+    auto load_tile = [&](int64_t k, const Span& y, int buffer) {
+      load_words(d.taps[0] + k * TH * shape.taps_y, smem + shape.row_taps_at(k & 1),
+                 8 * TH * shape.taps_y);
+      load_patch(src, src_pitch, y.src0, y.srcs, e0, seg, smem + shape.patch_at(C, buffer),
+                 shape.pitch);
+      if (k + 1 < k_end) load_words(d.spans[0] + k + 1, spans + ((k + 1) & 1), sizeof(Span));
+      commit_copies();
+    };
+    Span y = d.spans[0][k0];
     int buffer = 0;  // the current tile's patch
-    load_patch(src, src_pitch, next.src0, next.srcs, e0, seg, smem + shape.patch_at(C, buffer),
-               shape.pitch);
-    // Column taps k-major (a warp's threads read consecutive ones), once for the block's tiles.
-    stage_taps(d.taps[1], x.out0, x.outs, shape.taps_x, x.src0, C, 0, 1.f, 1, TW, tx);
+    load_words(d.taps[1] + blockIdx.x * TW * shape.taps_x, smem, 8 * TW * shape.taps_x);
+    load_tile(k0, y, buffer);
     const int kx = resize::taps_per_output(ax), ky = resize::taps_per_output(ay);
-    // Fixed-point rows hold kMidBias + 2^bits times their value: the row weights scale it
-    // back, and the sums start without the bias.
     const bool fixed = fixed_point_rows(sizeof(S) == 1 && kC > 0, ax);
-    const float row_scale = fixed ? ldexpf(1.f, -weight_bits(ax)) : 1.f;
-    const float init = kRound<D> - (fixed ? kMidBias * row_scale : 0.f);
+    const float init = kRound<D> - (fixed ? kMidBias * row_scale(fixed, ax) : 0.f);
     const int row_elems = x.outs * C;
     const int out_pitch = static_cast<int>(ax.out_size * C);  // a tile's offsets are int
-    for (bool more = true; more; ++k) {
-      const Span y = next;
-      const unsigned char* patch = smem + shape.patch_at(C, buffer);
-      more = k + 1 < k_end && (k + 1) * TH < ay.out_size;
-      if (more) next = d.spans[0][k + 1];
-      buffer = shape.buffers == 2 ? buffer ^ 1 : buffer;
-      unsigned char* next_patch = smem + shape.patch_at(C, buffer);
-      // With two buffers, the next tile's patch goes into the one whose last reader (the
-      // horizontal pass before the last barrier) is done.
-      const bool prefetch = more && shape.buffers == 2;
-      if (prefetch)
-        load_patch(src, src_pitch, next.src0, next.srcs, e0, seg, next_patch, shape.pitch);
-      // Row taps output-major; the last tile's vertical pass is done with them.
-      stage_taps(d.taps[0], y.out0, y.outs, shape.taps_y, y.src0, 4 * TW * C,
-                 static_cast<int>(shape.mid_at()), row_scale, shape.taps_y, 1, ty);
-      if (prefetch)
-        wait_patch<1>();
-      else
-        wait_patch<0>();
+    D* const column_out = static_cast<D*>(d.dst) + int64_t(x.out0) * C;  // the first output
+    for (int64_t k = k0; k < k_end; ++k) {
+      // The tile's copies are done, and the last tile's vertical pass (the last reader of the
+      // resampled rows, of the other row taps buffer and span) is.
+      wait_copies();
       __syncthreads();
+      const bool more = k + 1 < k_end;
+      const Span next = more ? spans[(k + 1) & 1] : y;
+      const unsigned char* patch = smem + shape.patch_at(C, buffer);
+      const int next_buffer = shape.buffers == 2 ? buffer ^ 1 : buffer;
+      // With two patch buffers, the next tile's copies start now: the other buffer's last
+      // reader (the last tile's horizontal pass) is done.
+      if (more && shape.buffers == 2) load_tile(k + 1, next, next_buffer);
       // Horizontal: patch rows to x.outs output columns, a column per thread.
       if (lx < x.outs) {
         const uintptr_t at = reinterpret_cast<uintptr_t>(src + y.src0 * src_pitch + e0);
@@ -549,11 +576,11 @@ __global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict
           horizontal<S, kC>(taps, TW, kx, patch, pr, ly, ly_step, y.srcs, out, TW * C, C);
       }
       __syncthreads();
-      // With one buffer, the next tile's patch is copied during the vertical pass.
-      if (more && !prefetch)
-        load_patch(src, src_pitch, next.src0, next.srcs, e0, seg, next_patch, shape.pitch);
+      // With one, they start now: the horizontal pass is done with the patch.
+      if (more && shape.buffers == 1) load_tile(k + 1, next, next_buffer);
       // Vertical: y.outs rows of x.outs x C outputs.
-      D* dst = static_cast<D*>(d.dst) + (y.out0 * ax.out_size + x.out0) * C;
+      D* dst = column_out + int64_t(y.out0) * out_pitch;
+      const Tap* ty = reinterpret_cast<const Tap*>(smem + shape.row_taps_at(k & 1));
       switch (ky) {
 #define TORCHDALI_VERTICAL(K)                                                       \
   case K:                                                                             \
@@ -569,8 +596,11 @@ __global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict
         default:
           vertical<0>(ty, shape.taps_y, ky, smem, row_elems, y.outs, init, dst, out_pitch);
       }
-      __syncthreads();
+      y = next;
+      buffer = next_buffer;
     }
+    // The next unit's copies overwrite what this one's last vertical pass reads.
+    if (i + gridDim.z < n) __syncthreads();
   }
 }
 
@@ -633,13 +663,19 @@ struct TileBatch {
 
 TileBatch tile_batch(const resize::Args& a, const TileShape& shape) {
   TileBatch b;
+  const int64_t size[2] = {shape.tile_h, shape.tile_w}, per_tile[2] = {
+      int64_t(shape.tile_h) * shape.taps_y, int64_t(shape.tile_w) * shape.taps_x};
+  auto tiles = [&](const resize::Plan& p, int k) {
+    return (p.axis[k].out_size + size[k] - 1) / size[k];
+  };
   int64_t spans = 0, taps = 0;
-  for (const resize::Plan& p : a.plans) {
-    spans += (p.axis[0].out_size + shape.tile_h - 1) / shape.tile_h +
-             (p.axis[1].out_size + shape.tile_w - 1) / shape.tile_w;
-    taps += p.axis[0].out_size * shape.taps_y + p.axis[1].out_size * shape.taps_x;
-  }
-  // The spans first (16-byte aligned), then the taps.
+  for (const resize::Plan& p : a.plans)
+    for (int k = 0; k < 2; ++k) {
+      spans += tiles(p, k);
+      taps += tiles(p, k) * per_tile[k];
+    }
+  // The spans, then the taps, all 16-byte aligned (a tile's taps are a multiple of 16 bytes:
+  // sizes are at least 8).
   b.taps = at::empty({4 * spans + 2 * taps}, a.images[0].options().dtype(at::kInt));
   Span* next_span = reinterpret_cast<Span*>(b.taps.data_ptr<int>());
   Tap* next_tap = reinterpret_cast<Tap*>(next_span + spans);
@@ -647,11 +683,10 @@ TileBatch tile_batch(const resize::Args& a, const TileShape& shape) {
     const resize::Plan& p = a.plans[i];
     TileDesc d{a.images[i].const_data_ptr(), a.outs[i].data_ptr(), {p.axis[0], p.axis[1]}};
     for (int k = 0; k < 2; ++k) {
-      const int64_t outs = p.axis[k].out_size, size = k == 0 ? shape.tile_h : shape.tile_w;
       d.taps[k] = next_tap;
-      next_tap += outs * (k == 0 ? shape.taps_y : shape.taps_x);
+      next_tap += tiles(p, k) * per_tile[k];
       d.spans[k] = next_span;
-      next_span += (outs + size - 1) / size;
+      next_span += tiles(p, k);
     }
     b.descs.push_back(d);
     b.max_r = std::max(b.max_r, p.axis[0].out_size);
@@ -667,7 +702,7 @@ void launch_tiles(const resize::Args& a, const TileShape& shape, cudaStream_t st
   at::Tensor dev = upload(b.descs, {}, a.images[0].device(), unused);
   const TileDesc* descs = reinterpret_cast<const TileDesc*>(dev.const_data_ptr());
   taps_kernel<<<dim3(grid_dim(std::max(b.max_r, b.max_c), 256), 2, grid_dim(a.n, 1)), 256, 0,
-                stream>>>(descs, a.n, shape.taps_y, shape.taps_x, shape.tile_h, shape.tile_w,
+                stream>>>(descs, a.n, shape, static_cast<int>(a.channels),
                           sizeof(S) == 1 && kC > 0);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   auto kernel = tile_kernel<S, D, kC>;
@@ -708,11 +743,14 @@ DeviceFacts device_facts(int device) {
 }
 
 // Whole-batch launch of the tiled kernel, or false when no tile fits in shared memory. Tiles
-// are sized so that four blocks share a multiprocessor (as many as the registers allow).
+// are sized so that three blocks share a multiprocessor with two patch buffers each, else four
+// (as many as the registers allow) with one: the next tile's copies then overlap the whole
+// tile, not just its vertical pass (measured faster on an H100).
 bool resize_tiles(const resize::Args& a, at::ScalarType out_dtype, cudaStream_t stream) {
   const int64_t in_size = a.images[0].element_size();
   const DeviceFacts dev = device_facts(a.images[0].device().index());
-  TileShape shape = plan_tiles(a, in_size, dev.smem_for(4), 4 * int64_t(dev.sms));
+  TileShape shape = plan_tiles(a, in_size, dev.smem_for(3), 3 * int64_t(dev.sms));
+  if (shape.buffers != 2) shape = plan_tiles(a, in_size, dev.smem_for(4), 4 * int64_t(dev.sms));
   if (shape.tile_w == 0) shape = plan_tiles(a, in_size, dev.smem_optin, dev.sms);
   if (shape.tile_w == 0) return false;
   resize::dispatch(a.images[0].scalar_type(), out_dtype, [&](auto in_tag, auto out_tag) {
