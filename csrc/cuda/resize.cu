@@ -179,15 +179,15 @@ __global__ void taps_kernel(const TileDesc* __restrict__ descs, int64_t n, TileS
       if (a == 1 && fixed) quantize_taps(taps, nt, stride, weight_bits(ax));
       // Source indices to offsets from the tile's first: of the element in a patch row, of
       // the resampled row in shared memory.
-      const int src0 = locate(ax, tile, size).src0;
+      const Span span = locate(ax, tile, size);
       const int pitch = a == 0 ? 4 * shape.tile_w * C : C;
       const int base = a == 0 ? static_cast<int>(shape.mid_at()) : 0;
       for (int k = 0; k < nt; ++k) {
         Tap& t = taps[k * stride];
         const int weight = scale == 1.f ? t.y : __float_as_int(__int_as_float(t.y) * scale);
-        t = Tap{(t.x - src0) * pitch + base, weight};
+        t = Tap{(t.x - span.src0) * pitch + base, weight};
       }
-      if (lo == 0) d.spans[a][tile] = locate(ax, tile, size);
+      if (lo == 0) d.spans[a][tile] = span;
     }
   }
 }
@@ -528,7 +528,8 @@ __global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict
     };
     Span y = d.spans[0][k0];
     int buffer = 0;  // the current tile's patch
-    load_words(d.taps[1] + blockIdx.x * TW * shape.taps_x, smem, 8 * TW * shape.taps_x);
+    load_words(d.taps[1] + int64_t(blockIdx.x) * TW * shape.taps_x, smem,
+               8 * TW * shape.taps_x);
     load_tile(k0, y, buffer);
     const int kx = resize::taps_per_output(ax), ky = resize::taps_per_output(ay);
     const bool fixed = fixed_point_rows(sizeof(S) == 1 && kC > 0, ax);
