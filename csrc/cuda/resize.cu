@@ -67,6 +67,10 @@ C10_HOST_DEVICE inline int patch_pitch_bytes(int seg, int size) {
   return kWord * ((seg * size + kWord - 1) / kWord + 1);
 }
 
+// Threads of a tile block. A tile's horizontal pass gives each thread a column and patch rows
+// kTileThreads / tile_w apart: a multiple of 8 rows, which horizontal_bytes relies on.
+constexpr int kTileThreads = 256;
+
 // The launch-wide tile geometry. Shared memory holds, in this order: column taps for tile_w
 // outputs, two buffers of row taps for tile_h outputs, two spans, the horizontally resampled
 // rows (float, patch_rows x tile_w x C) and `buffers` source patches (each patch_rows rows of
@@ -75,7 +79,7 @@ C10_HOST_DEVICE inline int patch_pitch_bytes(int seg, int size) {
 // row taps and patch (and the span of the tile after it) while it resamples the current one:
 // all of it with two patch buffers, its vertical pass with one.
 struct TileShape {
-  int tile_w = 32, tile_h = 32;  // powers of two
+  int tile_w = 32, tile_h = 32;  // powers of two, tile_w at most 32 (see kTileThreads)
   int taps_x = 1, taps_y = 1;    // most taps per output coordinate in the batch
   int patch_rows = 0, patch_cols = 0;
   int pitch = 0, slack = 0;
@@ -93,24 +97,31 @@ struct TileShape {
   }
 };
 
-// The n normalized taps of output o of `ax`, tap k at out[k * stride]: {first + k, weight},
-// where `first` is the output's first source index. Taps clamped to the same edge index add
-// up, and those past the last index weigh 0 (and read that index), so an output's taps are one
-// window of n consecutive source elements.
-__device__ void window_taps(const Axis& ax, int64_t o, int n, Tap* out, int stride) {
-  for (int k = 0; k < n; ++k) out[k * stride].y = 0;
-  int64_t first = -1;
-  const float sum = resize::for_taps(ax, o, [&](int64_t s, float c) {
-    if (first < 0) first = s;
-    int& w = out[(s - first) * stride].y;
-    w = __float_as_int(__int_as_float(w) + c);
-  });
+// Calls emit(k, s, w) for k = 0, ..., n - 1: the n normalized taps of output o of `ax`, tap k
+// reading source index s = first + k (`first`: the output's first source index) with weight w.
+// Taps clamped to the same edge index add up, and those past the last index weigh 0 (and read
+// that index), so an output's taps are one window of n consecutive source elements. The
+// filter is evaluated twice (for the sum that normalizes, then for the weights) so that each
+// tap is emitted once, in order, and nothing is read back.
+template <typename Emit>
+__device__ void window_taps(const Axis& ax, int64_t o, int n, Emit&& emit) {
+  const float sum = resize::for_taps(ax, o, [](int64_t, float) {});
   const float norm = sum != 0.f ? 1.f / sum : 1.f;
-  for (int k = 0; k < n; ++k) {
-    const int64_t s = first + k < ax.in_size ? first + k : ax.in_size - 1;
-    out[k * stride] =
-        Tap{static_cast<int>(s), __float_as_int(__int_as_float(out[k * stride].y) * norm)};
-  }
+  int k = 0, first = -1, at = -1;  // tap k's source index, once it has a weight
+  float w = 0.f;
+  resize::for_taps(ax, o, [&](int64_t index, float c) {
+    const int s = static_cast<int>(index);  // the planner keeps sizes int
+    if (first < 0) first = s;
+    if (at >= 0 && s != at) {
+      emit(k++, at, w * norm);
+      w = 0.f;
+    }
+    at = s;
+    w += c;
+  });
+  emit(k++, at, w * norm);
+  const int last = static_cast<int>(ax.in_size - 1);
+  for (; k < n; ++k) emit(k, first + k < last ? first + k : last, 0.f);
 }
 
 // Byte rows of 1 or 3 channels are resampled horizontally in fixed point (horizontal_bytes)
@@ -133,60 +144,58 @@ __device__ inline bool fixed_point_rows(bool bytes, const Axis& ax) {
   return bytes && resize::taps_per_output(ax) <= kByteTaps;
 }
 
-// The n weights of an output (float bits, tap k at taps[k * stride]) as integers that sum to
-// 2^bits: each is the difference of the rounded running sums, so the sum is exact and weights
-// that are all positive stay so.
-__device__ void quantize_taps(Tap* taps, int n, int stride, int bits) {
-  const float scale = ldexpf(1.f, bits);
-  float sum = 0.f;
-  int prev = 0;
-  for (int k = 0; k < n; ++k) {
-    sum += __int_as_float(taps[k * stride].y);
-    const int q = __float2int_rn(sum * scale);
-    taps[k * stride].y = q - prev;
-    prev = q;
-  }
-}
-
 // Fixed-point rows hold kMidBias + 2^bits times their value: their row weights are scaled by
 // 2^-bits, and the vertical pass starts its sums without the bias.
 __device__ inline float row_scale(bool fixed, const Axis& columns) {
   return fixed ? ldexpf(1.f, -weight_bits(columns)) : 1.f;
 }
 
+// Threads of a taps block, with at most 64 registers each (4 blocks a multiprocessor): the
+// kernel is short, and outputs that do not fit in its first wave would nearly double it.
+constexpr int kTapsThreads = 256;
+
 // The taps of every output of the batch and the spans of its tiles, in the form and order the
 // tile kernel reads them (see TileDesc), a thread per output of one axis (blockIdx.y): computed
 // once per call, where every tile would compute and convert its own. Column taps of
 // fixed-point rows get integer weights (`bytes`: see fixed_point_rows).
-__global__ void taps_kernel(const TileDesc* __restrict__ descs, int64_t n, TileShape shape,
-                            int C, bool bytes) {
+__global__ void __launch_bounds__(kTapsThreads, 4)
+    taps_kernel(const TileDesc* __restrict__ descs, int64_t n, TileShape shape, int C, bool bytes) {
   const int a = blockIdx.y;
   const int nt = a == 0 ? shape.taps_y : shape.taps_x;
-  const int size = a == 0 ? shape.tile_h : shape.tile_w;
+  const int size = a == 0 ? shape.tile_h : shape.tile_w, size_log2 = __ffs(size) - 1;
   for (int64_t i = blockIdx.z; i < n; i += gridDim.z) {
     const TileDesc& d = descs[i];
-    const Axis& ax = d.axis[a];
+    const Axis ax = d.axis[a];  // in registers: the filter reads it for every tap
     const bool fixed = fixed_point_rows(bytes, d.axis[1]);
     const float scale = a == 0 ? row_scale(fixed, d.axis[1]) : 1.f;
     for (int64_t o = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; o < ax.out_size;
          o += int64_t(gridDim.x) * blockDim.x) {
-      const int64_t tile = o / size;
-      const int lo = static_cast<int>(o - tile * size);
+      const int64_t tile = o >> size_log2;
+      const int lo = static_cast<int>(o) & (size - 1);
       // Row taps output-major, column taps k-major (a warp's threads read consecutive ones).
       const int stride = a == 0 ? 1 : size;
       Tap* taps = d.taps[a] + tile * size * nt + (a == 0 ? lo * nt : lo);
-      window_taps(ax, o, nt, taps, stride);
-      if (a == 1 && fixed) quantize_taps(taps, nt, stride, weight_bits(ax));
-      // Source indices to offsets from the tile's first: of the element in a patch row, of
+      // Source indices become offsets from the tile's first: of the element in a patch row, of
       // the resampled row in shared memory.
       const Span span = locate(ax, tile, size);
       const int pitch = a == 0 ? 4 * shape.tile_w * C : C;
       const int base = a == 0 ? static_cast<int>(shape.mid_at()) : 0;
-      for (int k = 0; k < nt; ++k) {
-        Tap& t = taps[k * stride];
-        const int weight = scale == 1.f ? t.y : __float_as_int(__int_as_float(t.y) * scale);
-        t = Tap{(t.x - span.src0) * pitch + base, weight};
-      }
+      // Fixed-point column weights become integers that sum to 2^bits: each the difference of
+      // the rounded running sums, so the sum is exact and weights that are all positive stay so.
+      const bool quantize = a == 1 && fixed;
+      const float units = quantize ? ldexpf(1.f, weight_bits(ax)) : 0.f;
+      float running = 0.f;
+      int prev = 0;
+      window_taps(ax, o, nt, [&](int k, int s, float w) {
+        int weight = __float_as_int(w * scale);
+        if (quantize) {
+          running += w;
+          const int q = __float2int_rn(running * units);
+          weight = q - prev;
+          prev = q;
+        }
+        taps[k * stride] = Tap{(s - span.src0) * pitch + base, weight};
+      });
       if (lo == 0) d.spans[a][tile] = span;
     }
   }
@@ -244,6 +253,11 @@ __device__ inline int dot2(int w, uint32_t x, int acc, bool high) {
 // copies (load_patch, load_words), commit them as a group, go on, and wait for them
 // (wait_copies) before the barrier after which the block reads them.
 
+// Starts copying the 16-byte word at global address `from` to shared address `to`.
+__device__ inline void copy_word(unsigned to, uintptr_t from) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(from));
+}
+
 // Starts copying rows [r0, r0 + rows) x elements [e0, e0 + seg) of `src` (row pitch `pitch`)
 // to the patch as the 16-byte words that hold them. A row's words go to consecutive threads,
 // as many as the power of two that covers them (up to a warp, which then takes several
@@ -256,29 +270,36 @@ __device__ void load_patch(const S* src, int64_t pitch, int64_t r0, int rows, in
   const int lanes_log2 = words >= 32 ? 5 : 32 - __clz(words - 1);
   const int row_step = blockDim.x >> lanes_log2, lane = threadIdx.x & ((1 << lanes_log2) - 1);
   const int64_t row_bytes = pitch * static_cast<int64_t>(sizeof(S));
-  const int off = kWord * lane, round = kWord << lanes_log2;
+  const int off = kWord * lane;
   const int r = threadIdx.x >> lanes_log2;
   const uintptr_t at = reinterpret_cast<uintptr_t>(src + (r0 + r) * pitch + e0);
   const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(patch)) + r * ppitch;
-  auto copy_rows = [&](auto one_round) {
-    uintptr_t row = at;
-    unsigned dst = to;
-    for (int k = r; k < rows;
-         k += row_step, row += row_step * row_bytes, dst += row_step * ppitch) {
-      const int end = static_cast<int>(row % kWord) + bytes;
-      const uintptr_t word = row & ~uintptr_t(kWord - 1);
-      for (int o = off; o < end; o += round) {
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst + o),
-                     "l"(word + o));
-        if constexpr (decltype(one_round)::value) break;
-      }
+  const uintptr_t align = ~uintptr_t(kWord - 1);
+  if (words <= 32) {
+    // A copy per lane and row at most. The thread's rows go in pairs k, k + row_step: rows
+    // 2 * row_step apart lie at the same misalignment (row_step, kTileThreads / 32 or more, is
+    // a multiple of 8), so each of the pair decides once whether its lane copies, and its
+    // words step by 2 * row_step rows.
+    const uintptr_t at1 = at + row_step * row_bytes;
+    const bool go0 = off < static_cast<int>(at % kWord) + bytes;
+    const bool go1 = off < static_cast<int>(at1 % kWord) + bytes;
+    const int64_t jump = 2 * row_step * row_bytes;
+    const unsigned to_step = row_step * ppitch;
+    uintptr_t w0 = (at & align) + off, w1 = (at1 & align) + off;
+    unsigned d = to + off;
+    for (int k = r; k < rows; k += 2 * row_step, w0 += jump, w1 += jump, d += 2 * to_step) {
+      if (go0) copy_word(d, w0);
+      if (go1 && k + row_step < rows) copy_word(d + to_step, w1);
     }
-  };
-  // Rows of up to 32 words take one round: a copy per lane at most.
-  if (words <= 32)
-    copy_rows(std::true_type{});
-  else
-    copy_rows(std::false_type{});
+    return;
+  }
+  const int round = kWord << lanes_log2;
+  uintptr_t row = at;
+  unsigned dst = to;
+  for (int k = r; k < rows; k += row_step, row += row_step * row_bytes, dst += row_step * ppitch) {
+    const int end = static_cast<int>(row % kWord) + bytes;
+    for (int o = off; o < end; o += round) copy_word(dst + o, (row & align) + o);
+  }
 }
 
 // Starts copying `bytes` (a multiple of 16) from `from` to `to` (both 16-byte aligned), a
@@ -287,7 +308,7 @@ __device__ void load_words(const void* from, void* to, int bytes) {
   const uintptr_t src = reinterpret_cast<uintptr_t>(from);
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(to));
   for (int o = kWord * threadIdx.x; o < bytes; o += kWord * blockDim.x)
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst + o), "l"(src + o));
+    copy_word(dst + o, src + o);
 }
 
 // Closes the thread's group of copies started since the last.
@@ -323,25 +344,28 @@ __device__ inline uint32_t pack4(float4 v) {
   return __byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, e, 0x0040), 0x5410);
 }
 
-// Stores the first `left` (1-4) of four consecutive outputs; one vector store when all four
-// go and `out` is aligned for it.
-template <typename D>
-__device__ inline void store4(D* out, float4 v, int left) {
-  if constexpr (sizeof(D) == 1) {
-    if (left >= 4 && reinterpret_cast<uintptr_t>(out) % 4 == 0) {
-      *reinterpret_cast<uint32_t*>(out) = pack4(v);
-      return;
-    }
-  } else if constexpr (sizeof(D) == 4) {
-    if (left >= 4 && reinterpret_cast<uintptr_t>(out) % 16 == 0) {
-      *reinterpret_cast<float4*>(out) = v;
-      return;
-    }
-  }
-  const float e[4] = {v.x, v.y, v.z, v.w};
+// Stores the first `left` (none when it is not positive) of kVec x 4 consecutive outputs;
+// vector stores when all go and `out` is aligned for them.
+template <int kVec, typename D>
+__device__ inline void store_item(D* out, const float4 (&v)[kVec], int left) {
+  constexpr int kAlign = sizeof(D) == 1 ? 4 : sizeof(D) == 4 ? 16 : 0;  // bytes, floats
+  if (kAlign && left >= 4 * kVec && reinterpret_cast<uintptr_t>(out) % kAlign == 0) {
 #pragma unroll
-  for (int k = 0; k < 4; ++k)
-    if (k < left) out[k] = saturate<D>(e[k]);
+    for (int k = 0; k < kVec; ++k) {
+      if constexpr (sizeof(D) == 1)
+        reinterpret_cast<uint32_t*>(out)[k] = pack4(v[k]);
+      else
+        reinterpret_cast<float4*>(out)[k] = v[k];
+    }
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) {
+    const float e[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (4 * k + j < left) out[4 * k + j] = saturate<D>(e[j]);
+  }
 }
 
 // Where each patch row's data starts: row r of a patch at r * pitch + (mis0 + r * step) % 16
@@ -405,7 +429,7 @@ __device__ void horizontal(const Tap* taps, int tap_stride, int kx, const unsign
 }
 
 // The same in fixed point for bytes of kC (1, 3) channels and K taps, whose integer weights
-// (quantize_taps) are read once: the column's taps are one window of K pixels (window_taps),
+// (taps_kernel) are read once: the column's taps are one window of K pixels (window_taps),
 // so a row's K * kC bytes are read as whole 4-byte words and lined up with funnel shifts, and
 // dot2 takes two taps of a channel at a time (for 3 channels, after a byte permute gathers
 // them). A resampled row holds kMidBias + the integer sum.
@@ -421,14 +445,9 @@ __device__ void horizontal_bytes(const Tap* taps, int tap_stride, const unsigned
   // An odd last tap pairs with a weight of 0, on either side.
   const int last = K % 2 ? taps[(K - 1) * tap_stride].y : 0;
   const int last_half[2] = {last & 0xffff, last << 16};
-  // Row r's data at r * pitch + mis (mod 16): both step along with r.
-  int row_at = ly * pr.pitch + taps[0].x, mis = pr.mis0 + ly * pr.step;
-  float* out = mid + ly * mid_step;
-#pragma unroll 2  // two rows' independent chains of reads and dot products in flight
-  for (int r = ly; r < rows;
-       r += step, row_at += step * pr.pitch, mis += step * pr.step, out += step * mid_step) {
-    const int at = row_at + (mis & (kWord - 1));
-    const uint32_t* p = reinterpret_cast<const uint32_t*>(patch + (at & ~3));
+  // One row: its window's first word p, the window's offset in it (its bytes from 8 * at % 32),
+  // and where the sums go.
+  auto resample = [&](const uint32_t* p, int at, float* out) {
     uint32_t word[kWords + 1], u[kWords];
 #pragma unroll
     for (int j = 0; j <= kWords; ++j) word[j] = p[j];
@@ -461,39 +480,58 @@ __device__ void horizontal_bytes(const Tap* taps, int tap_stride, const unsigned
     }
 #pragma unroll
     for (int c = 0; c < kC; ++c) out[c] = __int_as_float(acc[c]);
+  };
+  // The thread's rows in pairs r, r + step: rows 2 * step apart lie at the same misalignment
+  // (2 * step * pr.step is a multiple of 16, step being a multiple of 8: see kTileThreads), so
+  // each of the pair's window offsets is found once and its words step by 2 * step rows; the
+  // two rows' independent chains of reads and dot products are in flight together.
+  const int at0 = pr.at(ly) + taps[0].x, at1 = pr.at(ly + step) + taps[0].x;
+  const uint32_t* p0 = reinterpret_cast<const uint32_t*>(patch + (at0 & ~3));
+  const uint32_t* p1 = reinterpret_cast<const uint32_t*>(patch + (at1 & ~3));
+  const int words = 2 * step * pr.pitch / 4;
+  float* out = mid + ly * mid_step;
+  for (int r = ly; r < rows; r += 2 * step, p0 += words, p1 += words, out += 2 * step * mid_step) {
+    resample(p0, at0, out);
+    if (r + step < rows) resample(p1, at1, out + step * mid_step);
   }
 }
 
-// The vertical pass: `rows` output rows of `row_elems` elements from the resampled rows,
-// 4 consecutive elements per item, the items spread evenly over the block (one 16-byte read
-// of the resampled rows per tap; rows of tile_w x C floats keep them aligned), K taps (0:
-// `ky`, known at run time only) of output row r at taps[r * tap_stride]: {byte offset in smem
-// of the resampled row, weight}. Each sum starts at `init`.
-template <int K, typename D>
+// The vertical pass: `rows` output rows of `row_elems` elements from the resampled rows, an item
+// of kVec x 4 consecutive elements per step of `walk` (over rows x items a row; one 16-byte
+// read of the resampled rows per 4 elements and tap, rows of tile_w x C floats keep them
+// aligned; wider items share each tap's read and the walk's steps over more elements), K taps
+// (0: `ky`, known at run time only) of output row r at taps[r * tap_stride]: {byte offset in
+// smem of the resampled row, weight}. Each sum starts at `init`.
+template <int K, int kVec, typename D>
 __device__ void vertical(const Tap* taps, int tap_stride, int ky, const unsigned char* smem,
-                         int row_elems, int rows, float init, D* dst, int out_pitch) {
+                         Walk w, int row_elems, int rows, float init, D* dst, int out_pitch) {
   const int n = K ? K : ky;
-  for (Walk w((row_elems + 3) / 4); w.outer < rows; w.next()) {
+  for (; w.outer < rows; w.next()) {
     const Tap* t = taps + w.outer * tap_stride;
-    const unsigned char* column = smem + sizeof(float4) * w.inner;  // + a row's offset
-    float4 acc = make_float4(init, init, init, init);
+    const unsigned char* column = smem + kVec * sizeof(float4) * w.inner;  // + a row's offset
+    float4 acc[kVec];
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) acc[v] = make_float4(init, init, init, init);
 #pragma unroll
     for (int j = 0; j < n; ++j) {
       const Tap tap = t[j];
       const float wt = __int_as_float(tap.y);
-      const float4 v = *reinterpret_cast<const float4*>(column + tap.x);
-      acc = make_float4(fmaf(wt, v.x, acc.x), fmaf(wt, v.y, acc.y), fmaf(wt, v.z, acc.z),
-                        fmaf(wt, v.w, acc.w));
+#pragma unroll
+      for (int v = 0; v < kVec; ++v) {
+        const float4 x = *reinterpret_cast<const float4*>(column + tap.x + sizeof(float4) * v);
+        acc[v] = make_float4(fmaf(wt, x.x, acc[v].x), fmaf(wt, x.y, acc[v].y),
+                             fmaf(wt, x.z, acc[v].z), fmaf(wt, x.w, acc[v].w));
+      }
     }
-    const int e = 4 * w.inner;
-    store4(dst + (w.outer * out_pitch + e), acc, row_elems - e);
+    const int e = 4 * kVec * w.inner;
+    store_item(dst + (w.outer * out_pitch + e), acc, row_elems - e);
   }
 }
 
 // kC: the channels when known at compile time (1, 3), else 0 and `channels` at run time.
 template <typename S, typename D, int kC>
-__global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict__ descs, int64_t n,
-                                                   TileShape shape, int channels) {
+__global__ void __launch_bounds__(kTileThreads, 4)
+    tile_kernel(const TileDesc* __restrict__ descs, int64_t n, TileShape shape, int channels) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int C = kC ? kC : channels;
   const int TW = shape.tile_w, TH = shape.tile_h;
@@ -535,6 +573,10 @@ __global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict
     const bool fixed = fixed_point_rows(sizeof(S) == 1 && kC > 0, ax);
     const float init = kRound<D> - (fixed ? kMidBias * row_scale(fixed, ax) : 0.f);
     const int row_elems = x.outs * C;
+    // Vertical items of 4 pixels for 3 channels (a 32-pixel tile's 32 rows take one each of
+    // kTileThreads threads), else of 4 elements; the walk over them is the same for each tile.
+    constexpr int kVec = kC == 3 ? 3 : 1;
+    const Walk walk((row_elems + 4 * kVec - 1) / (4 * kVec));
     const int out_pitch = static_cast<int>(ax.out_size * C);  // a tile's offsets are int
     D* const column_out = static_cast<D*>(d.dst) + int64_t(x.out0) * C;  // the first output
     for (int64_t k = k0; k < k_end; ++k) {
@@ -583,9 +625,10 @@ __global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict
       D* dst = column_out + int64_t(y.out0) * out_pitch;
       const Tap* ty = reinterpret_cast<const Tap*>(smem + shape.row_taps_at(k & 1));
       switch (ky) {
-#define TORCHDALI_VERTICAL(K)                                                       \
+#define TORCHDALI_VERTICAL(K)                                                         \
   case K:                                                                             \
-    vertical<K>(ty, shape.taps_y, ky, smem, row_elems, y.outs, init, dst, out_pitch); \
+    vertical<K, kVec>(ty, shape.taps_y, ky, smem, walk, row_elems, y.outs, init, dst, \
+                      out_pitch);                                                     \
     break;
         TORCHDALI_VERTICAL(1)
         TORCHDALI_VERTICAL(2)
@@ -595,7 +638,8 @@ __global__ void __launch_bounds__(256, 4) tile_kernel(const TileDesc* __restrict
         TORCHDALI_VERTICAL(6)
 #undef TORCHDALI_VERTICAL
         default:
-          vertical<0>(ty, shape.taps_y, ky, smem, row_elems, y.outs, init, dst, out_pitch);
+          vertical<0, kVec>(ty, shape.taps_y, ky, smem, walk, row_elems, y.outs, init, dst,
+                            out_pitch);
       }
       y = next;
       buffer = next_buffer;
@@ -702,7 +746,8 @@ void launch_tiles(const resize::Args& a, const TileShape& shape, cudaStream_t st
   std::vector<const void*> unused;
   at::Tensor dev = upload(b.descs, {}, a.images[0].device(), unused);
   const TileDesc* descs = reinterpret_cast<const TileDesc*>(dev.const_data_ptr());
-  taps_kernel<<<dim3(grid_dim(std::max(b.max_r, b.max_c), 256), 2, grid_dim(a.n, 1)), 256, 0,
+  taps_kernel<<<dim3(grid_dim(std::max(b.max_r, b.max_c), kTapsThreads), 2, grid_dim(a.n, 1)),
+                kTapsThreads, 0,
                 stream>>>(descs, a.n, shape, static_cast<int>(a.channels),
                           sizeof(S) == 1 && kC > 0);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -713,7 +758,8 @@ void launch_tiles(const resize::Args& a, const TileShape& shape, cudaStream_t st
   const dim3 grid(static_cast<unsigned>((b.max_c + shape.tile_w - 1) / shape.tile_w),
                   grid_dim(b.max_r, int64_t(shape.tile_h) * shape.tiles_per_block),
                   grid_dim(a.n, 1));
-  kernel<<<grid, 256, shape.bytes, stream>>>(descs, a.n, shape, static_cast<int>(a.channels));
+  kernel<<<grid, kTileThreads, shape.bytes, stream>>>(descs, a.n, shape,
+                                                      static_cast<int>(a.channels));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
