@@ -573,8 +573,8 @@ __global__ void __launch_bounds__(kTileThreads, 4)
     const bool fixed = fixed_point_rows(sizeof(S) == 1 && kC > 0, ax);
     const float init = kRound<D> - (fixed ? kMidBias * row_scale(fixed, ax) : 0.f);
     const int row_elems = x.outs * C;
-    // Vertical items of 4 pixels for 3 channels (a 32-pixel tile's 32 rows take one each of
-    // kTileThreads threads), else of 4 elements; the walk over them is the same for each tile.
+    // Vertical items of 4 pixels for 3 channels (the 32 x 8 items of a 32 x 32 tile take one
+    // of the kTileThreads threads each), else of 4 elements; the walk is the same for each tile.
     constexpr int kVec = kC == 3 ? 3 : 1;
     const Walk walk((row_elems + 4 * kVec - 1) / (4 * kVec));
     const int out_pitch = static_cast<int>(ax.out_size * C);  // a tile's offsets are int
