@@ -29,6 +29,16 @@ def _sources(pattern):
     return sorted(os.path.relpath(p, HERE) for p in glob.glob(os.path.join(HERE, pattern)))
 
 
+class BuildExt(BuildExtension.with_options(use_ninja=True)):
+    """Keeps the compiled objects in build/ of the source tree, also for pip's editable
+    installs (which would use a new temporary directory each time), so ninja recompiles
+    only the sources that changed."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        self.build_temp = os.path.join(HERE, "build", "temp")
+
+
 def _extension():
     sources = _sources("csrc/*.cpp") + _sources("csrc/cpu/*.cpp")
     # The C++ standard is left to torch: its headers need C++17 or, from 2.10 on, C++20.
@@ -50,7 +60,7 @@ setup(
     description="NVIDIA DALI's pipeline API, native to PyTorch",
     packages=find_packages(include=["torchdali", "torchdali.*"]),
     ext_modules=[_extension()],
-    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+    cmdclass={"build_ext": BuildExt},
     install_requires=["torch", "torchvision", "numpy", "pillow"],
     extras_require={"test": ["pytest"]},
     python_requires=">=3.9",

@@ -1,5 +1,5 @@
-"""Profiles one synchronous iteration loop of the benchmark pipeline (where the Python
-time goes), for tuning: python benchmarks/profile_pipeline.py [--device gpu|cpu]"""
+"""Profiles one synchronous iteration loop of the main benchmark's train pipeline (where the
+Python time goes), for tuning: python benchmarks/profile_pipeline.py [--device gpu|cpu]"""
 import argparse
 import cProfile
 import os
@@ -8,8 +8,9 @@ import tempfile
 
 import torch
 
-from torchdali.bench import imagenet_train_pipeline
-from torchdali.sample_data import write_sample_dataset
+import torchdali
+from torchdali.bench.stages import define_pipeline
+from torchdali.sample_data import write_photo_dataset
 
 
 def main():
@@ -18,9 +19,10 @@ def main():
     parser.add_argument("--iterations", type=int, default=10)
     args = parser.parse_args()
     gpu = args.device == "gpu"
-    data = write_sample_dataset(os.path.join(tempfile.gettempdir(), "torchdali-sample-data"), num_images=512)
-    pipe = imagenet_train_pipeline(data, gpu, batch_size=64, num_threads=os.cpu_count(), device_id=0 if gpu else None,
-                                   exec_async=False, exec_pipelined=False, seed=0)
+    data = write_photo_dataset(os.path.join(tempfile.gettempdir(), "torchdali-photos-512"), num_images=512)
+    pipe = define_pipeline(torchdali, "train")(data, gpu, batch_size=64, num_threads=os.cpu_count(),
+                                               device_id=0 if gpu else None, exec_async=False,
+                                               exec_pipelined=False, seed=0)
     pipe.run()
     profiler = cProfile.Profile()
     profiler.enable()

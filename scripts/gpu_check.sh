@@ -22,7 +22,7 @@ for step in $steps; do
     tests) python3 -m pytest tests -q -p no:cacheprovider > "$out/tests.log" 2>&1 ;;
     sanitize) compute-sanitizer --tool memcheck --error-exitcode 1 python3 -m pytest -q \
                 -p no:cacheprovider -k "cuda or gpu or mixed" tests > "$out/sanitize.log" 2>&1 ;;
-    bench) { python3 benchmarks/kernels.py && python3 -m torchdali.bench --epochs 3; } \
+    bench) { python3 benchmarks/kernels.py && python3 -m torchdali.bench --device all --json "$out/bench.json"; } \
              > "$out/bench.log" 2>&1 ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac

@@ -1,0 +1,148 @@
+"""Timing a system as a training loop consumes it, with its peak memory and a progress line.
+
+Host memory is the proportional set size (PSS) of this process and of its child processes
+(the DataLoader's workers), so pages that forked workers share are counted once; GPU
+memory is the device's memory in use (cudaMemGetInfo), which sees every allocator (torch's,
+DALI's, nvJPEG's). Both are sampled by a thread and reported as the peak above the level
+just before the system was opened. PSS costs the kernel ~10 ms a read for a process of
+torch's size, so host memory is read every 0.5 s, GPU memory every 0.05 s."""
+import os
+import statistics
+import sys
+import threading
+import time
+import traceback
+
+import torch
+
+MIB = 1 << 20
+
+
+def host_memory():
+    """Bytes of PSS of this process and its descendants, or None where /proc has no
+    smaps_rollup (not Linux)."""
+    if not os.path.exists("/proc/self/smaps_rollup"):
+        return None
+    pids, total = [os.getpid()], 0
+    while pids:
+        pid = pids.pop()
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                total += next(int(line.split()[1]) * 1024 for line in f if line.startswith("Pss:"))
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    pids += [int(c) for c in f.read().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a child (or one of its threads) ended while we looked
+    return total
+
+
+def gpu_memory():
+    """Bytes in use on the current CUDA device, by every process and allocator."""
+    free, total = torch.cuda.mem_get_info()
+    return total - free
+
+
+class MemoryPeaks:
+    """Samples host (and GPU) memory between start() and stop()."""
+
+    def __init__(self, gpu, interval=0.05, host_every=10):
+        self.gpu, self.interval, self.host_every = gpu, interval, host_every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True, name="bench-memory")
+
+    def start(self):
+        self.host_start = host_memory()
+        self.gpu_start = gpu_memory() if self.gpu else None
+        self.host_peak, self.gpu_peak = self.host_start, self.gpu_start
+        self._thread.start()
+        return self
+
+    def _sample(self):
+        tick = 0
+        while not self._stop.wait(self.interval):
+            tick += 1
+            self._take(host=tick % self.host_every == 0)
+
+    def _take(self, host=True):
+        if host and self.host_start is not None:
+            self.host_peak = max(self.host_peak, host_memory())
+        if self.gpu:
+            self.gpu_peak = max(self.gpu_peak, gpu_memory())
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+        self._take()
+        above = lambda peak, start: None if start is None else round((peak - start) / MIB, 1)  # noqa: E731
+        return {"host_mib": above(self.host_peak, self.host_start),
+                "host_start_mib": None if self.host_start is None else round(self.host_start / MIB, 1),
+                "gpu_mib": above(self.gpu_peak, self.gpu_start)}
+
+
+class Progress:
+    """One status line on stderr: redrawn in place on a terminal, a line per epoch in a log."""
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
+        self.live = self.stream.isatty()
+
+    def update(self, what, epoch, epochs, done, total, images, seconds, end=False):
+        name = "warm-up" if epoch == 0 else f"epoch {epoch}/{epochs}"
+        frac = done / max(total, 1)
+        bar = "#" * int(frac * 20) + "-" * (20 - int(frac * 20))
+        line = f"{what}: {name} [{bar}] {done}/{total} batches, {images / max(seconds, 1e-9):,.0f} images/s"
+        if self.live:
+            self.stream.write(f"\r\033[K{line}" + ("\n" if end and epoch == epochs else ""))
+        elif end:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+def run_system(system, stage, data, settings, progress):
+    """Open `system` for `stage`, run a warm-up epoch and `settings['epochs']` timed ones;
+    returns the row: median images/s over the timed epochs, each epoch's rate, memory
+    peaks, or the error that stopped it (the other systems still run)."""
+    row = {"system": system.id, "label": system.label, "path": system.path}
+    reason = system.unavailable()
+    if reason:
+        return {**row, "error": f"not run: {reason}"}
+    gpu = system.path == "gpu"
+    if gpu:
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()  # memory cached by the systems before is not this one's
+        torch.cuda.reset_peak_memory_stats()
+    peaks = MemoryPeaks(gpu).start()
+    batches = -(-data["images"] // settings["batch_size"])
+    what = f"{stage} | {system.label}"
+    try:
+        start = time.perf_counter()
+        system.open(stage, data["path"], settings["batch_size"], settings["threads"], settings["seed"])
+        row["setup_s"] = round(time.perf_counter() - start, 2)
+        rates = []
+        for epoch in range(settings["epochs"] + 1):
+            images, start = 0, time.perf_counter()
+            for done, (batch, _labels) in enumerate(system.epoch(), 1):
+                images += batch.shape[0]
+                progress.update(what, epoch, settings["epochs"], done, batches, images, time.perf_counter() - start)
+            if gpu:
+                torch.cuda.synchronize()
+            seconds = time.perf_counter() - start
+            progress.update(what, epoch, settings["epochs"], batches, batches, images, seconds, end=True)
+            if images != data["images"]:
+                raise RuntimeError(f"an epoch gave {images} images, the set has {data['images']}")
+            if epoch:
+                rates.append(images / seconds)
+        row["images_per_s"] = round(statistics.median(rates), 1)
+        row["epoch_images_per_s"] = [round(r, 1) for r in rates]
+        row["batch_shape"] = list(batch.shape)
+    except Exception as e:  # noqa: BLE001 - a failing system is a row, not the end of the run
+        lines = str(e).strip().splitlines()
+        row["error"] = type(e).__name__ + (f": {lines[0]}" if lines else "")
+        row["traceback"] = traceback.format_exc(limit=-8)
+    finally:
+        system.close()
+        row.update(peaks.stop())
+        if gpu:
+            row["gpu_torch_peak_mib"] = round(torch.cuda.max_memory_allocated() / MIB, 1)
+    return row
