@@ -37,22 +37,22 @@ def _names(allowed, what):
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m torchdali.bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", help="an image folder with one sub-folder per class (default: the generated set)")
-    p.add_argument("--num-images", type=int, default=4096, help="size of the generated set (default 4096)")
-    p.add_argument("--cache", default=os.environ.get("TORCHDALI_CACHE", os.path.expanduser("~/.cache/torchdali")),
+    p.add_argument("--data", metavar="DIR", help="an image folder with one sub-folder per class (default: the generated set)")
+    p.add_argument("--num-images", metavar="N", type=int, default=4096, help="size of the generated set (default 4096)")
+    p.add_argument("--cache", metavar="DIR", default=os.environ.get("TORCHDALI_CACHE", os.path.expanduser("~/.cache/torchdali")),
                    help="where the generated set is kept (default $TORCHDALI_CACHE or ~/.cache/torchdali)")
-    p.add_argument("--batch-size", type=int, default=256)
-    p.add_argument("--epochs", type=int, default=3, help="timed epochs, after one warm-up epoch (default 3)")
-    p.add_argument("--threads", type=int, default=os.cpu_count() or 2,
+    p.add_argument("--batch-size", metavar="N", type=int, default=256, help="images a batch (default 256)")
+    p.add_argument("--epochs", metavar="N", type=int, default=3, help="timed epochs, after one warm-up epoch (default 3)")
+    p.add_argument("--threads", metavar="N", type=int, default=os.cpu_count() or 2,
                    help="torchdali's and DALI's threads, the DataLoader's workers (default: the CPU count)")
     p.add_argument("--device", choices=("auto", "cpu", "gpu", "all"), default="auto",
                    help="the pipelines' path: gpu (mixed decode), cpu, or all (both); "
                         "auto: gpu when there is a GPU, else cpu")
-    p.add_argument("--systems", type=_names(SYSTEMS, "unknown system"), default=list(SYSTEMS),
+    p.add_argument("--systems", metavar="LIST", type=_names(SYSTEMS, "unknown system"), default=list(SYSTEMS),
                    help="comma-separated, from: " + ", ".join(SYSTEMS))
-    p.add_argument("--stages", type=_names(tuple(STAGES), "unknown stage"), default=list(STAGES),
+    p.add_argument("--stages", metavar="LIST", type=_names(tuple(STAGES), "unknown stage"), default=list(STAGES),
                    help="comma-separated, from: " + ", ".join(STAGES))
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="the pipelines' and the DataLoader's random seed")
     p.add_argument("--json", metavar="FILE", help="write every figure, the machine and versions here")
     p.add_argument("--plot", metavar="FILE.png", help="a bar chart of the rates (needs matplotlib)")
     args = p.parse_args(argv)
