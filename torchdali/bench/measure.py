@@ -88,13 +88,15 @@ class Progress:
         self.live = self.stream.isatty()
 
     def update(self, what, epoch, epochs, done, total, images, seconds, end=False):
+        if not (self.live or end):
+            return  # a log gets the epoch's line only: nothing to build per batch
         name = "warm-up" if epoch == 0 else f"epoch {epoch}/{epochs}"
         frac = done / max(total, 1)
         bar = "#" * int(frac * 20) + "-" * (20 - int(frac * 20))
         line = f"{what}: {name} [{bar}] {done}/{total} batches, {images / max(seconds, 1e-9):,.0f} images/s"
         if self.live:
             self.stream.write(f"\r\033[K{line}" + ("\n" if end and epoch == epochs else ""))
-        elif end:
+        else:
             self.stream.write(line + "\n")
         self.stream.flush()
 

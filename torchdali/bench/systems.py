@@ -59,8 +59,6 @@ class DataLoaderSystem:
     with torchvision transforms in worker processes, pinned memory and persistent workers;
     on the GPU path the training loop copies each batch to the GPU and normalizes it there."""
 
-    key = "dataloader"
-
     def __init__(self, path, workers):
         self.path, self.workers = path, workers
         self.id = "dataloader"
