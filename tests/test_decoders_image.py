@@ -43,7 +43,7 @@ def run_op(paths, device="cpu", data=None, names=True, **kwargs):
                             source_info=list(paths) if names else None)
     ctx = RunContext(iteration=0, batch_size=len(paths), thread_pool=_POOL, num_threads=2,
                      cuda_device=torch.device("cuda", 0) if device == "mixed" else None)
-    (out,) = op.run([batch], Args(spec, {}), ctx)
+    (out,) = op.run([batch], Args(op, {}), ctx)
     return out, ctx
 
 
@@ -292,7 +292,7 @@ def test_on_error_skip_drops_and_counts(files, bad_files):
                             source_info=paths)
     for total in (2, 4):
         ctx = RunContext(iteration=0, batch_size=4, thread_pool=_POOL, num_threads=2)
-        (out,) = op.run([batch], Args(spec, {}), ctx)
+        (out,) = op.run([batch], Args(op, {}), ctx)
         assert ctx.dropped == [1, 3] and len(out) == 2 and out.source_info == [files["baseline"], files["gray"]]
         (message,) = ctx.messages
         assert re.search(rf"skipped 2 undecodable sample\(s\) .*empty.jpg.*truncated.jpg.*; {total} skipped so far",
@@ -305,7 +305,8 @@ def test_input_must_be_bytes():
     spec = OpSpec(sch, "decoder", "cpu", sch.check_args({}), (), 1, 0, 1, 1, None)
     ctx = RunContext(iteration=0, batch_size=1, thread_pool=None)
     with pytest.raises(TypeError, match="expected encoded bytes"):
-        sch.impl(spec).run([TensorList.make([torch.zeros(2, 2, dtype=torch.uint8)])], Args(spec, {}), ctx)
+        op = sch.impl(spec)
+        op.run([TensorList.make([torch.zeros(2, 2, dtype=torch.uint8)])], Args(op, {}), ctx)
 
 
 # --- through the pipeline: the engine's side of errors and skips -----------------------------

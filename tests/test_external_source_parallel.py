@@ -413,7 +413,7 @@ def test_source_error_names_the_sample_with_its_traceback_and_reset_recovers(cas
     with pytest.raises(RuntimeError) as info:
         pipe.run()
     text = str(info.value)
-    assert f"external_source '" in text and f"the source raised ValueError: bad " in text
+    assert "external_source ('" in text and f"the source raised ValueError: bad " in text
     assert f"for {where}" in text
     assert isinstance(info.value.__cause__, ValueError)
     # The source's own frames: in the message (from a worker) or in the chained exception.

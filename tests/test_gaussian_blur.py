@@ -203,7 +203,7 @@ def test_bad_per_sample_argument():
 
     p = pipe()
     p.build()
-    with pytest.raises(ValueError, match="gaussian_blur: argument input 'sigma' sample 0.*must be >= 0"):
+    with pytest.raises(ValueError, match=r"gaussian_blur \(.*\): argument input 'sigma' sample 0.*must be >= 0"):
         p.run()
 
 

@@ -23,7 +23,7 @@ def run(op, iterations, batch_size=3):
     """[(source_info, label, contents)] per batch."""
     out = []
     for i in range(iterations):
-        data, labels = op.run([], Args(op.spec, {}), RunContext(iteration=i, batch_size=batch_size,
+        data, labels = op.run([], Args(op, {}), RunContext(iteration=i, batch_size=batch_size,
                                                                 thread_pool=None))
         assert len(data) == len(labels) == batch_size
         batch = []
@@ -141,7 +141,7 @@ def test_reads_in_the_thread_pool(flat_files):
     p = flat_files(9)
     op = make(files=p, batch_size=8, dont_use_mmap=True)
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        data, labels = op.run([], Args(op.spec, {}), RunContext(iteration=0, batch_size=8, thread_pool=pool))
+        data, labels = op.run([], Args(op, {}), RunContext(iteration=0, batch_size=8, thread_pool=pool))
     assert [bytes(t.numpy()) for t in data.as_torch_list()] == [f"sample {i}".encode() for i in range(8)]
     assert data.source_info == p[:8] and labels.as_torch().flatten().tolist() == list(range(8))
 

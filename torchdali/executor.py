@@ -19,7 +19,8 @@ import torch
 
 from .graph import topological_order
 from .stats import MemoryStats
-from .operators.base import Args, OpSpec, RunContext
+from .errors import OperatorError
+from .operators.base import Args, BatchSpec, OpSpec, RunContext
 from .tensor_list import TensorList
 from .workers import WorkerDied
 
@@ -27,11 +28,13 @@ _STAGE_RANK = {"cpu": 0, "mixed": 1, "gpu": 2}
 
 
 class _Step:
-    """One operator instance of the built graph and where its data comes from."""
+    """One planned operator instance of the graph: where its data comes from and the
+    step function its plan returned."""
 
-    def __init__(self, node, impl):
+    def __init__(self, node, impl, run):
         self.node = node
         self.impl = impl
+        self.run = run
         self.inputs = [(x.source.id, x.index) for x in node.inputs]
         self.arg_inputs = {k: (x.source.id, x.index) for k, x in node.arg_inputs.items()}
 
@@ -50,6 +53,19 @@ class _Iteration:
 def derive_seed(pipeline_seed, op_index):
     """The seed of the op_index-th operator of a pipeline seeded with pipeline_seed."""
     return int(np.random.SeedSequence([pipeline_seed, op_index]).generate_state(1)[0])
+
+
+def plan_operator(impl, input_specs):
+    """impl.plan(input_specs), checked: (output specs, step function)."""
+    specs, run = impl.plan(list(input_specs))
+    if len(specs) != impl.spec.num_outputs:
+        raise impl.error(f"planned {len(specs)} outputs, expected {impl.spec.num_outputs}")
+    return list(specs), run
+
+
+def unknown_specs(nodes):
+    """Specs of DataNodes whose batches are known only by their device."""
+    return [BatchSpec(x.device) for x in nodes]
 
 
 def make_operator(node, pipe, rank, num_threads):
@@ -87,8 +103,12 @@ class Executor:
         internal = sorted(n.id for n in order if n.schema.internal)
         rank.update({op_id: len(rank) + i for i, op_id in enumerate(internal)})  # stable checkpoint keys
         self.steps = []
+        specs = {}  # (node id, output index) -> BatchSpec
         for node in order:
-            step = _Step(node, make_operator(node, pipe, rank[node.id], pipe.num_threads))
+            impl = make_operator(node, pipe, rank[node.id], pipe.num_threads)
+            outs, run = plan_operator(impl, [specs[(x.source.id, x.index)] for x in node.inputs])
+            specs.update(((node.id, i), o) for i, o in enumerate(outs))
+            step = _Step(node, impl, run)
             # Names that are the same for every instance of one definition (checkpoints).
             step.key = node.args.get("name") or f"{node.schema.name}#{rank[node.id]}"
             self.steps.append(step)
@@ -150,14 +170,18 @@ class Executor:
             if n == 0 and (inputs or arg_batches):  # an empty branch: nothing to run
                 outs = [TensorList.make([], device=x.device) for x in step.node.outputs]
             else:
-                outs = step.impl.run(inputs, Args(step.impl.spec, arg_batches), ctx)
+                outs = step.run(inputs, Args(step.impl, arg_batches), ctx)
         except StopIteration:
             raise
+        except OperatorError as e:
+            if e.iteration is None:
+                e.iteration = it.index
+            raise
         except Exception as e:
-            if str(e).startswith(step.node.schema.name):
-                raise
-            raise RuntimeError(f"{step.node.schema.name} ('{step.node.name}'), iteration {it.index}: "
-                               f"{type(e).__name__}: {e}") from e
+            err = OperatorError.of_kind(RuntimeError)(
+                f"{step.node.schema.name} ('{step.node.name}'), iteration {it.index}: {type(e).__name__}: {e}")
+            err.operator, err.instance, err.iteration = step.node.schema.name, step.node.name, it.index
+            raise err from e
         if len(outs) != len(step.node.outputs):
             raise step.impl.error(f"produced {len(outs)} outputs, expected {len(step.node.outputs)}")
         if ctx.dropped:

@@ -1,8 +1,8 @@
 """Batches of samples: `TensorListCPU` and `TensorListGPU`.
 
-A batch is a list of torch tensors that may differ in shape. When the samples came
-from one batched tensor (a kernel's dense output) that tensor is kept, so
-`as_torch()` hands it over without a copy.
+A batch is a list of torch tensors that may differ in shape, or one batched tensor
+(a kernel's dense output) that is kept as it is: `as_torch()` hands it over without a
+copy, and per-sample views are made only when something asks for samples.
 """
 import numpy as np
 import torch
@@ -16,14 +16,19 @@ class TensorList:
     def __init__(self, samples, layout="", source_info=None):
         self.source_info = source_info  # per-sample origin (file name), if known
         if isinstance(samples, torch.Tensor):
-            self._dense = samples
-            self._samples = list(samples.unbind(0)) if samples.dim() > 0 else None
-            if self._samples is None:
+            if samples.dim() == 0:
                 raise ValueError("a dense batch needs a leading batch dimension")
+            self._dense = samples
+            self._samples = None  # views of _dense, made on first use
         else:
             self._dense = None
             self._samples = list(samples)
         self._layout = layout or ""
+
+    def _views(self):
+        if self._samples is None:
+            self._samples = list(self._dense.unbind(0))
+        return self._samples
 
     @staticmethod
     def make(samples, layout="", device=None, source_info=None):
@@ -36,7 +41,7 @@ class TensorList:
 
     # --- DALI's TensorList API ---
     def __len__(self):
-        return len(self._samples)
+        return self._dense.shape[0] if self._dense is not None else len(self._samples)
 
     def __iter__(self):
         return (self[i] for i in range(len(self)))
@@ -45,17 +50,37 @@ class TensorList:
         """Sample i as a Tensor (DALI's TensorCPU/TensorGPU), with its source_info."""
         info = self.source_info[i] if self.source_info else ""
         cls = TensorGPU if self.device == "gpu" else TensorCPU
-        return cls(self._samples[i], self._layout, info)
+        return cls(self._dense[i] if self._dense is not None else self._samples[i], self._layout, info)
 
     def layout(self):
         return self._layout
 
     def shape(self):
         """Per-sample shapes, as lists of ints."""
+        if self._dense is not None:
+            return [list(self._dense.shape[1:]) for _ in range(len(self))]
         return [list(s.shape) for s in self._samples]
+
+    def sample_shapes(self):
+        """Per-sample shapes as one int64 array [N, ndim] (no loop for a dense batch); a
+        ValueError if the samples differ in ndim."""
+        if self._dense is not None:
+            return np.broadcast_to(np.array(self._dense.shape[1:], np.int64), (len(self), self._dense.dim() - 1))
+        if not self._samples:
+            return np.zeros((0, 0), np.int64)
+        ndims = {s.dim() for s in self._samples}
+        if len(ndims) > 1:
+            raise ValueError(f"the samples differ in their number of dims ({sorted(ndims)})")
+        return np.array([s.shape for s in self._samples], np.int64).reshape(len(self._samples), -1)
+
+    def dense_tensor(self):
+        """The batch as one [N, ...] tensor when it is held as one (no stacking), else None."""
+        return self._dense
 
     @property
     def dtype(self):
+        if self._dense is not None:
+            return types.to_dali_type(self._dense.dtype)
         if not self._samples:
             return types.NO_TYPE
         return types.to_dali_type(self._samples[0].dtype)
@@ -78,15 +103,14 @@ class TensorList:
                 self._dense = torch.stack(self._samples)
             else:
                 self._dense = torch.empty((0,))
-            self._samples = list(self._dense.unbind(0))
         return self._dense
 
     def as_torch_list(self):
         """The samples as a list of torch tensors (views, no copies)."""
-        return list(self._samples)
+        return list(self._views())
 
     def _shape_summary(self):
-        shapes = sorted({tuple(s.shape) for s in self._samples})
+        shapes = sorted({tuple(s.shape) for s in self._views()})
         return ", ".join(str(s) for s in shapes[:4]) + (" ..." if len(shapes) > 4 else "")
 
     def __repr__(self):
@@ -99,7 +123,7 @@ class TensorListCPU(TensorList):
     device = "cpu"
 
     def at(self, i):
-        return self._samples[i].numpy()
+        return self._views()[i].numpy()
 
     def as_array(self):
         return self.as_torch().numpy()
@@ -125,7 +149,7 @@ class TensorListGPU(TensorList):
     device = "gpu"
 
     def at(self, i):
-        return self._samples[i]
+        return self._views()[i]
 
     def as_cpu(self):
         if self._dense is not None:
@@ -198,7 +222,8 @@ def to_torch_samples(data, operator="", arg="data"):
     TensorLists, or a list of any of those) into a list of torch tensors, or a dense
     batched tensor when given one array."""
     if isinstance(data, TensorList):
-        return data.as_torch() if data._dense is not None else data.as_torch_list()
+        dense = data.dense_tensor()
+        return dense if dense is not None else data.as_torch_list()
     if isinstance(data, (list, tuple)):
         return [to_torch_array(x, operator, arg) for x in data]
     if type(data).__name__ == "PyCapsule":  # a DLPack capsule holds a whole batch
@@ -214,7 +239,7 @@ def to_torch_array(x, operator="", arg="data"):
         return x.as_torch()
     if isinstance(x, np.ndarray):
         if x.dtype == object:
-            raise TypeError(f"{operator}: {arg} holds Python objects, not numbers")
+            raise TypeError(f"{operator}: {arg} holds Python objects, not numbers".lstrip(": "))
         if not x.flags.writeable:
             x = x.copy()
         return torch.from_numpy(np.ascontiguousarray(x) if x.ndim else x)  # keeps 0-d samples 0-d
@@ -224,5 +249,5 @@ def to_torch_array(x, operator="", arg="data"):
         return torch.utils.dlpack.from_dlpack(x)
     if isinstance(x, (int, float, bool, np.generic)):
         return torch.from_numpy(np.asarray(x))
-    raise TypeError(f"{operator}: {arg} of type {type(x).__name__} is not an array "
+    raise TypeError(f"{operator}: {arg} of type {type(x).__name__} is not an array ".lstrip(": ") +
                     "(expected NumPy, torch, CuPy, DLPack or a list of them)")

@@ -1,13 +1,28 @@
-"""What every operator implementation is given: its spec at build time, and per
-iteration its input batches, its arguments (constants or per-sample values) and a
-run context."""
+"""The operator form. At build time an operator is given its spec (constant arguments)
+and `plan`s once over what is known of its inputs (`BatchSpec`s): every check that does
+not depend on the data happens there, and it returns its output specs and the `step`
+that runs each batch. A step is given the input batches, the arguments (constants, or
+one array per batch for argument inputs) and a run context, and computes over whole
+arrays."""
 import dataclasses
 from typing import Any, Dict, List, Optional
 
 import numpy as np
 import torch
 
+from .. import types
+from ..errors import operator_error
 from ..tensor_list import TensorList
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchSpec:
+    """What is known of a batch before any data arrives; None: decided by the data."""
+
+    device: str  # "cpu" or "gpu"
+    dtype: Optional[torch.dtype] = None
+    ndim: Optional[int] = None  # dims of each sample
+    layout: Optional[str] = None  # "" for none
 
 
 @dataclasses.dataclass
@@ -52,56 +67,142 @@ class RunContext:
 
 
 class Args:
-    """Keyword-argument values of one iteration: constants, or per-sample values read
-    from argument inputs (converted with the argument's declared type)."""
+    """Keyword-argument values of one batch: constants, or values read from argument
+    inputs, converted with the argument's declared type and checked once per batch."""
 
-    def __init__(self, spec, arg_batches):
-        self._spec = spec
+    def __init__(self, op, arg_batches):
+        self._op = op
+        self._spec = op.spec
         self._batches = arg_batches  # name -> TensorList (CPU)
-        self._cache = {}
+        self._arrays = {}
+        self._lists = {}
 
     def __getitem__(self, name):
         """The constant value; an error for an argument given per sample."""
         if name in self._batches:
-            raise TypeError(f"{self._spec.schema.name}: argument '{name}' is per-sample here; use args.sample()")
+            raise TypeError(f"{self._spec.schema.name}: argument '{name}' is per-sample here; use args.batch()")
         return self._spec.args[name]
 
     def is_per_sample(self, name):
         return name in self._batches
 
-    def sample(self, name, i):
-        """The value of `name` for sample `i`."""
+    def batch(self, name):
+        """The values of `name` for the whole batch: one NumPy array, [N] for a scalar
+        argument, [N, k] for a list, or the constant as it was given (it broadcasts)."""
         if name not in self._batches:
             return self._spec.args[name]
-        values = self._cache.get(name)
+        values = self._arrays.get(name)
         if values is None:
-            values = self._cache[name] = self._convert(name)
+            values = self._arrays[name] = _convert_batch(self._op, name, self._batches[name])
+        return values
+
+    def sample(self, name, i):
+        """The value of `name` for sample `i`, as a Python value of the argument's type."""
+        if name not in self._batches:
+            return self._spec.args[name]
+        values = self._lists.get(name)
+        if values is None:
+            values = self._lists[name] = _as_python(self._spec.schema.args[name].type, self.batch(name))
         return values[i]
 
     def per_sample(self, name, n):
         """The values of `name` for samples 0..n-1, as a list."""
         return [self.sample(name, i) for i in range(n)]
 
-    def _convert(self, name):
-        arg = self._spec.schema.args[name]
-        batch = self._batches[name]
-        out = []
+
+_SCALAR_KINDS = {"int": np.int64, "float": np.float64, "bool": np.bool_, "DALIDataType": np.int64,
+                 "DALIInterpType": np.int64, "DALIImageType": np.int64}
+_LIST_KINDS = {"list of int": np.int64, "list of float": np.float64}
+
+
+def _convert_batch(op, name, batch):
+    """An argument input's batch as one checked array (see Args.batch)."""
+    arg = op.spec.schema.args[name]
+    kind = arg.type.name
+    where = f"argument input '{name}'"
+    dense = batch.dense_tensor()
+    samples = None if dense is not None else batch.as_torch_list()
+    if kind in _SCALAR_KINDS:
+        if dense is None:
+            if any(s.numel() != 1 for s in samples):
+                i = next(i for i, s in enumerate(samples) if s.numel() != 1)
+                raise op.error(f"{where} sample {i} has shape {tuple(samples[i].shape)}; expected one "
+                               f"value ({arg.type})", TypeError, sample=i)
+            dense = torch.stack([s.reshape(()) for s in samples]) if samples else torch.zeros(0)
+        elif dense[0].numel() != 1 if len(dense) else False:
+            raise op.error(f"{where} has samples of shape {tuple(dense.shape[1:])}; expected one value "
+                           f"({arg.type})", TypeError, sample=0)
+        raw = dense.reshape(len(dense)).numpy()
+        values = _cast(op, where, raw, kind)
+    elif kind in _LIST_KINDS:
+        if dense is None:
+            flat = [s.reshape(-1) for s in samples]
+            lengths = {len(f) for f in flat}
+            if len(lengths) > 1:  # ragged: one array per sample
+                values = [_cast(op, where, f.numpy()[None], kind, sample=i)[0] for i, f in enumerate(flat)]
+                _check_values(op, arg, where, values)
+                return values
+            dense = torch.stack(flat) if flat else torch.zeros(0, 0)
+        raw = dense.reshape(len(dense), -1).numpy()
+        values = _cast(op, where, raw, kind)
+    else:  # strings, callables ...: converted one by one
+        values = []
         for i, t in enumerate(batch.as_torch_list()):
-            a = t.numpy()
-            value = a.item() if a.size == 1 and arg.type.name in ("int", "float", "bool", "DALIDataType",
-                                                                 "DALIInterpType", "DALIImageType") else a
             try:
-                value = arg.type.convert(value)
+                values.append(arg.type.convert(t.numpy()))
             except (TypeError, ValueError) as e:
-                raise TypeError(f"{self._spec.schema.name}: argument input '{name}' sample {i} "
-                                f"(shape {tuple(a.shape)}, {a.dtype}): {e}") from None
-            if arg.check is not None:
-                problem = arg.check(value)
-                if problem:
-                    raise ValueError(f"{self._spec.schema.name}: argument input '{name}' sample {i} "
-                                     f"= {value!r}: {problem}")
-            out.append(value)
-        return out
+                raise op.error(f"{where} sample {i}: {e}", TypeError, sample=i) from None
+        return values
+    _check_values(op, arg, where, values)
+    return values
+
+
+def _cast(op, where, raw, kind, sample=None):
+    """`raw` (a numeric array, one row a sample) as the argument type's array; a TypeError
+    names the first sample (or `sample`) whose value the type cannot hold."""
+    base = kind.replace("list of ", "")
+    if base == "bool":
+        bad = (raw != 0) & (raw != 1)
+    elif base == "float":
+        bad = np.zeros(raw.shape, bool) if raw.dtype.kind in "biuf" else np.ones(raw.shape, bool)
+    else:  # integers and enums: integral values
+        bad = (raw != np.trunc(raw)) if raw.dtype.kind == "f" else np.zeros(raw.shape, bool)
+    if bad.any():
+        i = int(np.argwhere(bad)[0][0])
+        value, i = raw[i].tolist(), i if sample is None else sample
+        raise op.error(f"{where} sample {i} = {value!r} ({raw.dtype}): expected {kind}", TypeError, sample=i)
+    return raw.astype(_SCALAR_KINDS.get(kind) or _LIST_KINDS[kind], copy=False)
+
+
+def _check_values(op, arg, where, values):
+    """The argument's declared check and choices over a batch: each distinct value once."""
+    if arg.check is None and arg.choices is None:
+        return
+    rows = values if isinstance(values, list) else np.unique(values, axis=0)
+    for row in _as_python(arg.type, rows):
+        problem = arg.check(row) if arg.check is not None else None
+        if problem is None and arg.choices is not None and row not in arg.choices:
+            problem = f"is not one of {list(arg.choices)}"
+        if problem:
+            i = _first_sample(values, row)
+            raise op.error(f"{where} sample {i} = {row!r}: {problem}", ValueError, sample=i)
+
+
+def _first_sample(values, row):
+    if isinstance(values, list):
+        return next(i for i, v in enumerate(values) if np.array_equal(v, row))
+    row = np.asarray(row)
+    same = (values == row) | (np.isnan(values) & np.isnan(row)) if values.dtype.kind == "f" else values == row
+    match = same.reshape(len(values), -1).all(axis=1)
+    return int(np.argmax(match))
+
+
+def _as_python(arg_type, values):
+    """Batch values as a list of Python values of the argument's type (enums as enums)."""
+    out = values.tolist() if isinstance(values, np.ndarray) else [v.tolist() for v in values]
+    if arg_type.name in ("DALIDataType", "DALIInterpType", "DALIImageType"):
+        out = [arg_type.convert(v) for v in out]
+    return out
 
 
 class Operator:
@@ -121,11 +222,31 @@ class Operator:
     def name(self):
         return self.spec.schema.name
 
-    def error(self, msg, cls=RuntimeError):
-        return cls(f"{self.name} ('{self.spec.name}'): {msg}")
+    def error(self, msg, cls=RuntimeError, *, sample=None, file=None):
+        """An OperatorError (also a `cls`) naming this operator and instance."""
+        return operator_error(self.name, self.spec.name, msg, cls, sample=sample, file=file)
+
+    def plan(self, inputs: List[BatchSpec]):
+        """Once, at build time: check what does not depend on the data and decide what
+        the constant arguments decide. Returns (output specs, step), where
+        step(inputs, args, ctx) computes one batch. This default knows nothing of the
+        outputs and steps with `run`."""
+        device = "gpu" if self.spec.device in ("gpu", "mixed") else "cpu"
+        return [BatchSpec(device)] * self.spec.num_outputs, self.run
 
     def run(self, inputs: List[TensorList], args: Args, ctx: RunContext):
         raise NotImplementedError
+
+    def require(self, spec, layouts=None, ndim=None, dtypes=None, what="input"):
+        """Build-time check of an input's known properties (unknown ones pass)."""
+        if layouts is not None and spec.layout and spec.layout not in layouts:
+            raise self.error(f"{what} layout '{spec.layout}' is not supported; give "
+                             f"{' or '.join(layouts)} data", ValueError)
+        if ndim is not None and spec.ndim is not None and spec.ndim != ndim:
+            raise self.error(f"{what} samples have {spec.ndim} dims; expected {ndim}", ValueError)
+        if dtypes is not None and spec.dtype is not None and spec.dtype not in dtypes:
+            raise self.error(f"{what} type {types.to_dali_type(spec.dtype)} is not supported "
+                             f"(supported: {', '.join(str(types.to_dali_type(d)) for d in dtypes)})", TypeError)
 
     def check_rank(self, images):
         """The samples' common number of dims; a ValueError naming the first sample that

@@ -163,9 +163,9 @@ class ExternalSource(Operator):
             if not self.fed:
                 if self.spec.args["repeat_last"] and self.last is not None:
                     return self.last
-                raise RuntimeError(f"external_source '{self.spec.name}': no data was fed for iteration "
+                raise self.error(f"no data was fed for iteration "
                                    f"{self.iteration}; call pipe.feed_input('{self.spec.name}', batch) "
-                                   "before run() (prefetch_queue_depth batches ahead)")
+                                   "before run() (prefetch_queue_depth batches ahead)", RuntimeError)
             return self.fed.popleft()
         callable_src = callable(src) and not inspect.isgeneratorfunction(src)
         if self.batch:
@@ -179,7 +179,7 @@ class ExternalSource(Operator):
                 raise
             except Exception as e:
                 where = batch_where(self.iteration, self.epoch)
-                raise RuntimeError(source_failure(self.spec.name, e, where)) from e
+                raise self.error(source_failure(e, where)) from e
         samples = []
         for i in range(batch_size):
             info = types.SampleInfo(self.iteration * batch_size + i, i, self.iteration, self.epoch)
@@ -188,7 +188,7 @@ class ExternalSource(Operator):
             except StopIteration:
                 raise
             except Exception as e:
-                raise RuntimeError(source_failure(self.spec.name, e, sample_where(info))) from e
+                raise self.error(source_failure(e, sample_where(info)), sample=i) from e
         if self.multi:
             return [[s[k] for s in samples] for k in range(self.n)]
         return samples
@@ -206,8 +206,8 @@ class ExternalSource(Operator):
             samples = to_torch_samples(data, "external_source", f"output {k}")
             n = samples.shape[0] if isinstance(samples, torch.Tensor) else len(samples)
             if n > self.spec.max_batch_size:
-                raise ValueError(f"external_source '{self.spec.name}': the batch has {n} samples, more "
-                                 f"than the pipeline's batch_size {self.spec.max_batch_size}")
+                raise self.error(f"the batch has {n} samples, more "
+                                 f"than the pipeline's batch_size {self.spec.max_batch_size}", ValueError)
             lay = layout if layout is not None else self.layouts[k]
             converted.append(_Converted(samples, lay))
         return tuple(converted)
@@ -221,8 +221,8 @@ class ExternalSource(Operator):
         if not (isinstance(data, tuple) and data and isinstance(data[0], _Converted)):
             if self.multi:
                 if not isinstance(data, (list, tuple)) or len(data) != self.n:
-                    raise RuntimeError(f"external_source '{self.spec.name}': the source must return "
-                                       f"{self.n} outputs (num_outputs), got {type(data).__name__}")
+                    raise self.error(f"the source must return "
+                                       f"{self.n} outputs (num_outputs), got {type(data).__name__}", RuntimeError)
                 outputs = list(data)
             else:
                 outputs = [data]
@@ -237,12 +237,11 @@ class ExternalSource(Operator):
                 samples = samples.to(ctx.cuda_device, non_blocking=True) if isinstance(samples, torch.Tensor) \
                     else [s.to(ctx.cuda_device, non_blocking=True) for s in samples]
             elif self.worker is None and _any_cuda(samples):
-                raise TypeError(f"external_source '{self.spec.name}': GPU data given to a CPU external_source; "
-                                "use device='gpu'")
+                raise self.error("GPU data given to a CPU external_source; use device='gpu'", TypeError)
             result.append(TensorList.make(samples, conv.layout, device=self.spec.device))
         if len({len(r) for r in result}) > 1:
-            raise RuntimeError(f"external_source '{self.spec.name}': outputs have different batch sizes "
-                               f"{[len(r) for r in result]}")
+            raise self.error(f"outputs have different batch sizes "
+                               f"{[len(r) for r in result]}", RuntimeError)
         return result
 
     def _check(self, k, samples, layout):
@@ -257,15 +256,15 @@ class ExternalSource(Operator):
             metas = [(s.dtype, s.dim()) for s in samples]
         for i, (sample_dtype, sample_ndim) in enumerate(metas):
             if dtype is not None and sample_dtype != dtype:
-                raise TypeError(f"external_source '{self.spec.name}': output {k} sample {i} has type "
+                raise self.error(f"output {k} sample {i} has type "
                                 f"{types.to_dali_type(sample_dtype)}, but dtype={types.to_dali_type(dtype)} "
-                                "was declared")
+                                "was declared", TypeError)
             if ndim is not None and sample_ndim != ndim:
-                raise ValueError(f"external_source '{self.spec.name}': output {k} sample {i} has "
-                                 f"{sample_ndim} dimensions, but ndim={ndim} was declared")
+                raise self.error(f"output {k} sample {i} has "
+                                 f"{sample_ndim} dimensions, but ndim={ndim} was declared", ValueError)
             if layout and len(layout) != sample_ndim:
-                raise ValueError(f"external_source '{self.spec.name}': layout '{layout}' does not "
-                                 f"match sample {i} with {sample_ndim} dimensions")
+                raise self.error(f"layout '{layout}' does not "
+                                 f"match sample {i} with {sample_ndim} dimensions", ValueError)
 
     def reset(self):
         if self.worker is not None:

@@ -43,7 +43,7 @@ class Paste(Operator):
             raise self.error(f"the images have {c} channels but n_channels={n_channels}", ValueError)
         return torch.tensor([cast_fill(v, dtype) for v in fill], dtype=dtype, device=device)
 
-    def plan(self, i, h, w, args):
+    def sample_plan(self, i, h, w, args):
         """(canvas_h, canvas_w, y, x) of sample i, as DALI computes them in float32."""
         ratio, least = _F32(args.sample("ratio", i)), int(_F32(args.sample("min_canvas_size", i)))
         ch, cw = max(int(ratio * _F32(h)), least), max(int(ratio * _F32(w)), least)
@@ -63,7 +63,7 @@ class Paste(Operator):
             if im.dim() != 3 or im.dtype != images[0].dtype or im.shape[2] != images[0].shape[2]:
                 raise self.error(f"sample {i} ({tuple(im.shape)}, {im.dtype}): expected HWC images of "
                                  f"one type and number of channels", ValueError)
-            plans.append(self.plan(i, im.shape[0], im.shape[1], args))
+            plans.append(self.sample_plan(i, im.shape[0], im.shape[1], args))
         c = images[0].shape[2]
         fill = self._fill(c, images[0].dtype, images[0].device)
         shapes = {p[:2] for p in plans}

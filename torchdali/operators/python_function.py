@@ -47,7 +47,10 @@ class _PythonOperator(Operator):
     def from_user(self, x, where):
         if type(x).__name__ == "PyCapsule":
             return torch.utils.dlpack.from_dlpack(x)
-        return to_torch_array(x, f"{self.name} ('{self.spec.name}')", where)
+        try:
+            return to_torch_array(x, "", where)
+        except TypeError as e:
+            raise self.error(str(e), TypeError) from None
 
     def before_call(self):
         """Hook run before the function (stream synchronisation)."""

@@ -208,7 +208,7 @@ class Resize(Operator):
             return v
         return [v, v]
 
-    def plan(self, i, shape, args):
+    def sample_plan(self, i, shape, args):
         """(out (h, w), roi (y0, x0, y1, x1), (min_filter, mag_filter)) of sample i."""
         h, w = int(shape[0]), int(shape[1])
         lo, hi = [0.0, 0.0], [float(h), float(w)]
@@ -238,7 +238,7 @@ class Resize(Operator):
             return [batch]
         sizes, rois, filters = [], [], []
         for i, hw in enumerate(hws):
-            out, roi, flt = self.plan(i, hw, args)
+            out, roi, flt = self.sample_plan(i, hw, args)
             sizes.append(out)
             rois.append(roi)
             filters.append(flt)

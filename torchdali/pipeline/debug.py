@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from .. import graph as _graph
-from ..executor import Executor, _Iteration, _Step, make_operator
+from ..executor import Executor, _Iteration, _Step, make_operator, plan_operator, unknown_specs
 from ..graph import DataNode, call_operator
 from ..operators.base import RunContext
 from ..tensor_list import TensorList, to_torch_samples
@@ -66,7 +66,7 @@ class DebugPipeline(Pipeline):
         if self._enable_checkpointing or self._checkpoint_to_restore is not None:
             raise ValueError("Pipeline: checkpoints are not available in debug mode")
         self._definition = definition
-        self._impls = []  # one per operator call, in call order: [schema name, device, args, impl]
+        self._impls = []  # one per operator call, in call order: [schema name, device, args, impl, step]
         self._pending_feeds = collections.defaultdict(list)  # external_source name -> batches
         self._ready = collections.deque()
         self._iteration = 0
@@ -196,7 +196,7 @@ class DebugPipeline(Pipeline):
         for x in list(node.inputs) + list(node.arg_inputs.values()):
             if not isinstance(x, DataNodeDebug):
                 self._run_node(x.source)
-        step = _Step(node, self._impl_for(node))
+        step = _Step(node, *self._impl_for(node))
         if node.device == "cpu" or it.ctx.cuda_device is None:
             Executor._run_step(step, it)
         else:
@@ -204,7 +204,8 @@ class DebugPipeline(Pipeline):
                 Executor._run_step(step, it)
 
     def _impl_for(self, node):
-        """The operator instance of this call: made at the first iteration, then reused."""
+        """The operator instance of this call and its planned step: made at the first
+        iteration, then reused."""
         index = self._call_index
         self._call_index += 1
         rank = None
@@ -212,22 +213,23 @@ class DebugPipeline(Pipeline):
             rank, self._rank = self._rank, self._rank + 1
         args = {k: v for k, v in node.args.items() if k not in node.arg_inputs}
         if index < len(self._impls):
-            schema_name, device, first_args, impl = self._impls[index]
+            schema_name, device, first_args, impl, run = self._impls[index]
             if (schema_name, device) != (node.schema.name, node.device):
                 raise RuntimeError(f"debug mode: call {index} is {node.schema.name} ({node.device}), but it "
                                    f"was {schema_name} ({device}) in the first iteration; the operators "
                                    "must be called in the same order every iteration")
             if schema_name != "external_source":  # a source is made once, as in DALI
                 _check_unchanged(node.schema.name, first_args, args)
-            return impl
+            return impl, run
         # Seeds as the built pipeline's (the rank among the user's operators), so a
         # debug run gives the numbers of the same pipeline built normally.
         impl = make_operator(node, self, rank, 1)
-        self._impls.append([node.schema.name, node.device, args, impl])
+        _, run = plan_operator(impl, unknown_specs(node.inputs))
+        self._impls.append([node.schema.name, node.device, args, impl, run])
         if node.schema.name == "external_source":
             for data, layout in self._pending_feeds.pop(impl.spec.name, []):
                 impl.feed(data, layout)
-        return impl
+        return impl, run
 
 
 def _check_unchanged(op, first, now):

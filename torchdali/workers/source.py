@@ -2,6 +2,8 @@
 `prefetch_queue_depth` batches ahead, and turning replies into batches or errors."""
 import pickle
 
+from ..errors import operator_error
+
 
 def sample_where(info):
     """Where a per-sample source failed, for error messages (both paths)."""
@@ -13,10 +15,9 @@ def batch_where(iteration, epoch):
     return f"the batch of iteration {iteration} (epoch {epoch})"
 
 
-def source_failure(name, error, where, type_name=None):
-    """The message of an error raised by the source of external_source `name`."""
-    return (f"external_source '{name}': the source raised {type_name or type(error).__name__}: {error} "
-            f"for {where}")
+def source_failure(error, where, type_name=None):
+    """What to say of an error raised by an external_source's source (after the operator's name)."""
+    return f"the source raised {type_name or type(error).__name__}: {error} for {where}"
 
 
 class ParallelSource:
@@ -73,8 +74,8 @@ class ParallelSource:
 
     def _error(self, info):
         type_name, message, where, text, exc_bytes = info
-        err = RuntimeError(source_failure(self.name, message, where or "the batch", type_name) +
-                           f" in a worker process.\n\nTraceback in the worker:\n{text}")
+        err = operator_error("external_source", self.name, source_failure(message, where or "the batch", type_name) +
+                             f" in a worker process.\n\nTraceback in the worker:\n{text}")
         if exc_bytes is not None:
             try:
                 err.__cause__ = pickle.loads(exc_bytes)
