@@ -11,6 +11,7 @@ import pytest
 import torch
 from PIL import Image, ImageOps
 
+import torchdali
 from torchdali import fn, pipeline_def, schema, types
 from torchdali.operators.base import Args, OpSpec, RunContext
 from torchdali.operators.decoders import apply_orientation, exif_orientation, jpeg_header
@@ -273,9 +274,12 @@ REASONS = {"empty": "the file is empty", "truncated": "Image is incomplete or tr
 @pytest.mark.parametrize("which", list(REASONS))
 def test_bad_file_error_names_operator_file_and_reason(files, bad_files, which):
     paths = [files["baseline"], bad_files[which], files["png_rgba"]]
-    with pytest.raises(RuntimeError, match=f"^decoders.image: cannot decode {re.escape(bad_files[which])}: "
-                                           f"{REASONS[which]}"):
+    with pytest.raises(RuntimeError, match=f"^decoders.image \\('decoder'\\): cannot decode "
+                                           f"{re.escape(bad_files[which])}: {REASONS[which]}") as info:
         run_op(paths)
+    assert isinstance(info.value, torchdali.OperatorError)
+    assert (info.value.operator, info.value.instance, info.value.sample, info.value.file) == \
+        ("decoders.image", "decoder", 1, bad_files[which])
 
 
 def test_bad_file_without_source_info_names_the_sample(files):

@@ -138,28 +138,34 @@ def test_random_resized_crop_full_window_vs_dali():
 
 
 def test_random_resized_crop_windows():
-    from torchdali.operators.resize import random_crop_window
+    from torchdali.operators.windows import random_crop_windows
 
     rng = np.random.default_rng(0)
     for h, w in ((480, 640), (17, 23), (1, 1), (5, 300), (300, 5)):
-        for _ in range(200):
-            y, x, ch, cw = random_crop_window(rng, h, w, (0.08, 1.0), (0.75, 4 / 3), 10)
-            assert 0 <= y and y + ch <= h and 0 <= x and x + cw <= w and ch >= 1 and cw >= 1
-            if (h, w) == (480, 640):
-                assert 0.08 * h * w * 0.95 <= ch * cw <= h * w
-                assert 0.74 <= cw / ch <= 1.34
+        hw = np.array([[h, w]] * 200)
+        y, x, ch, cw = random_crop_windows(rng, hw, (0.08, 1.0), (0.75, 4 / 3), 10).T
+        assert (0 <= y).all() and (y + ch <= h).all() and (0 <= x).all() and (x + cw <= w).all()
+        assert (ch >= 1).all() and (cw >= 1).all()
+        if (h, w) == (480, 640):
+            assert (0.08 * h * w * 0.95 <= ch * cw).all() and (ch * cw <= h * w).all()
+            assert (0.74 <= cw / ch).all() and (cw / ch <= 1.34).all()
+            assert len(set(zip(y, x, ch, cw))) > 150  # a window of its own for each sample
     # Too wide an image: DALI's early exit takes the full height and the widest allowed width.
-    assert random_crop_window(rng, 10, 100, (0.5, 1.0), (0.75, 4 / 3), 10)[2:] == (10, 13)
+    wide = random_crop_windows(rng, np.array([[10, 100]]), (0.5, 1.0), (0.75, 4 / 3), 10)
+    assert tuple(wide[0, 2:]) == (10, 13)
 
     class Upper:  # draws the top of every range: a 4:3 window of the full area never fits
-        def uniform(self, a, b):
-            return b
+        def uniform(self, a, b, size):
+            return np.full(size, b)
 
         def integers(self, a, b):
-            return a
+            return np.asarray(a) + np.zeros_like(b)
 
-    # No attempt fits: DALI's fallback, the whole image shrunk to the largest allowed area.
-    assert random_crop_window(Upper(), 10, 10, (0.9, 1.0), (0.75, 4 / 3), 3) == (0, 0, 10, 10)
+    # No attempt fits: DALI's fallback, the whole image shrunk to the largest allowed area;
+    # a sample beside it that fits at once keeps its own window.
+    out = random_crop_windows(Upper(), np.array([[10, 10], [30, 40]]), (0.9, 1.0), (0.75, 4 / 3), 3)
+    assert tuple(out[0]) == (0, 0, 10, 10)
+    assert tuple(out[1]) == (0, 0, 30, 40)  # area 1200 at 4:3 is exactly 30 x 40
 
 
 def test_random_resized_crop_deterministic_and_shapes():
@@ -181,12 +187,23 @@ def test_random_resized_crop_deterministic_and_shapes():
 
 
 @pytest.mark.parametrize("kwargs", [dict(size=[0, 3]), dict(size=[4], random_area=[0.5, 0.1]),
-                                    dict(size=[4], random_area=[0.5, 1.5]),
-                                    dict(size=[4], random_aspect_ratio=[0, 1]),
+                                    dict(size=[4], random_area=[0.1, 0.2, 0.3]),
+                                    dict(size=[4], random_aspect_ratio=[2.0, 1.0]),
                                     dict(size=[4], num_attempts=0)])
 def test_random_resized_crop_bad_arguments(kwargs):
     with pytest.raises(ValueError, match="random_resized_crop"):
         run(torchdali, kwargs, op="random_resized_crop")
+
+
+@pytest.mark.parametrize("kwargs", [dict(random_area=[0.08, 1.25]), dict(random_area=0.5),
+                                    dict(random_aspect_ratio=[1.0])])
+def test_random_resized_crop_accepts_what_dali_accepts(kwargs):
+    # DALI checks only that a range is one value or [min, max] with min <= max; seed 003's
+    # HybridTrainPipe builds random_area=[0.08, 1.25].
+    images = [im for im in IMAGES if im.size > 3]
+    for lib in (dali_or_skip(), torchdali):
+        out = run(lib, dict(size=(8, 6), **kwargs), images, op="random_resized_crop")
+        assert [o.shape for o in out] == [(8, 6, 3)] * len(images)
 
 
 def test_bad_mode_and_layout():

@@ -7,6 +7,7 @@ from . import fn
 from . import ops
 from . import math
 from . import tensor_list as tensors
+from .errors import OperatorError
 from .graph import DataNode
 from .pipeline import Pipeline, pipeline_def, do_not_convert
 from .pipeline import experimental as _experimental  # noqa: F401  (dali.pipeline.experimental)
@@ -14,4 +15,4 @@ from .pipeline import experimental as _experimental  # noqa: F401  (dali.pipelin
 __version__ = "0.1.0"
 
 __all__ = ["types", "fn", "ops", "math", "tensors", "DataNode", "Pipeline", "pipeline_def",
-           "do_not_convert"]
+           "do_not_convert", "OperatorError"]

@@ -70,12 +70,17 @@ class Args:
     """Keyword-argument values of one batch: constants, or values read from argument
     inputs, converted with the argument's declared type and checked once per batch."""
 
-    def __init__(self, op, arg_batches):
+    def __init__(self, op, arg_batches, rows=None):
         self._op = op
         self._spec = op.spec
         self._batches = arg_batches  # name -> TensorList (CPU)
+        self._rows = rows  # sample indices this view keeps (see subset), or None for all
         self._arrays = {}
         self._lists = {}
+
+    def subset(self, rows):
+        """These arguments for samples `rows` of the batch only, in that order."""
+        return Args(self._op, self._batches, np.asarray(rows, np.int64))
 
     def __getitem__(self, name):
         """The constant value; an error for an argument given per sample."""
@@ -93,7 +98,10 @@ class Args:
             return self._spec.args[name]
         values = self._arrays.get(name)
         if values is None:
-            values = self._arrays[name] = _convert_batch(self._op, name, self._batches[name])
+            values = _convert_batch(self._op, name, self._batches[name])
+            if self._rows is not None:
+                values = values[self._rows] if isinstance(values, np.ndarray) else [values[i] for i in self._rows]
+            self._arrays[name] = values
         return values
 
     def sample(self, name, i):

@@ -1,15 +1,18 @@
-"""Cropping operators. `crop_mirror_normalize` runs the `torchdali::crop_mirror_normalize`
-kernel (csrc/) over the whole batch in one call when the samples share the crop size
-and normalization parameters."""
+"""`crop`: a window of each image at (crop_pos_y, crop_pos_x), and the batched call of the
+`torchdali::crop_mirror_normalize` kernel (csrc/) that crop and crop_mirror_normalize
+share: one call for the batch when the windows have one size (the usual case), one call
+per distinct size otherwise."""
 import math
 
 import numpy as np
 import torch
 
 from .. import types
-from ..schema import BOOL, DTYPE, FLOAT, FLOATS, LAYOUT, STR, Arg, register
+from ..schema import DTYPE, FLOAT, FLOATS, STR, Arg, register
 from ..tensor_list import TensorList
-from .base import Operator
+from .base import BatchSpec, Operator
+from .images import plan_images, image_batch
+from .windows import crop_windows, fit_windows, whole_images
 
 _POLICIES = ("error", "pad", "trim_to_shape")
 
@@ -34,28 +37,6 @@ CROP_ARGS = [
         "fill_values, or 'trim_to_shape'.", choices=_POLICIES),
     Arg("fill_values", FLOATS, [0.0], "Output values of padded pixels (one, or one per channel)."),
 ]
-
-
-def crop_window(op, i, shape, args):
-    """(y, x, h, w) of sample i's crop window in an image of `shape` (H, W, ...), with
-    DALI's anchor rule round(pos * (size - crop)); None when no crop is requested."""
-    h, w = shape[0], shape[1]
-    crop = args.sample("crop", i)
-    ch, cw = (crop if crop else (0.0, 0.0))
-    if crop is not None and len(crop) != 2:
-        raise op.error(f"argument 'crop' must be (height, width), got {crop}", ValueError)
-    ch = args.sample("crop_h", i) or ch
-    cw = args.sample("crop_w", i) or cw
-    if not ch and not cw:
-        return None
-    if ch < 0 or cw < 0 or math.isnan(ch) or math.isnan(cw):
-        raise op.error(f"sample {i}: crop size ({ch}, {cw}) is not valid", ValueError)
-    ch, cw = int(ch or h), int(cw or w)  # DALI truncates fractional sizes (4.6 -> 4 rows)
-    if ch <= 0 or cw <= 0:
-        raise op.error(f"sample {i}: crop size ({ch}, {cw}) must be positive", ValueError)
-    y = _round_half_away(args.sample("crop_pos_y", i) * (h - ch))
-    x = _round_half_away(args.sample("crop_pos_x", i) * (w - cw))
-    return y, x, ch, cw
 
 
 def cast_fill(value, dtype):
@@ -83,90 +64,73 @@ def output_fill(dtype, values):
     return torch.tensor([float(cast_fill(v, dtype)) for v in values], dtype=torch.float32)
 
 
-def _round_half_away(v):
-    return int(math.floor(v + 0.5)) if v >= 0 else -int(math.floor(-v + 0.5))
+def crop_normalize(images, windows, *, in_chw, out_dtype, out_chw, fill, device, mirror=0, mean=(0.0,),
+                   std=(1.0,), out_channels=0, scale=1.0, shift=0.0):
+    """`images` cut to `windows` ([N, 4] (y, x, h, w)), flipped where `mirror`, normalized
+    as (in - mean) / std * scale + shift: a dense TensorList when the windows have one size
+    and mean/std are one row, else one kernel call per distinct (size, mean, std)."""
+    from ..kernels.crop_mirror_normalize import crop_mirror_normalize  # loads the extension on first use
+
+    n = len(images)
+    mean, std = np.asarray(mean, np.float64), np.asarray(std, np.float64)
+    mirror = torch.from_numpy(np.broadcast_to(np.asarray(mirror, np.uint8), (n,)).copy())
+    anchors = torch.from_numpy(np.ascontiguousarray(windows[:, :2]))
+    keys = [windows[:, 2:]] + [np.broadcast_to(v.reshape(len(v), -1), (n, v.shape[1])) for v in (mean, std)
+                               if v.ndim == 2]
+    layout = "CHW" if out_chw else "HWC"
+
+    def call(idx, first):
+        h, w = (int(v) for v in windows[first, 2:])
+        row_mean = mean[first] if mean.ndim == 2 else mean
+        row_std = std[first] if std.ndim == 2 else std
+        return crop_mirror_normalize(
+            images if idx is None else [images[i] for i in idx], anchors if idx is None else anchors[idx],
+            mirror if idx is None else mirror[idx], torch.from_numpy(row_mean.astype(np.float32)),
+            torch.from_numpy((1.0 / row_std).astype(np.float32)), h, w, out_dtype, out_chw, out_channels,
+            scale, shift, fill, in_chw=in_chw)
+
+    key = np.concatenate([k.astype(np.float64) for k in keys], axis=1)
+    if (key == key[0]).all():
+        return TensorList.make(call(None, 0), layout, device=device)
+    outs = [None] * n
+    _, first, group = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    for g, f in enumerate(first):
+        idx = np.flatnonzero(group.reshape(-1) == g)
+        for i, out in zip(idx, call(torch.from_numpy(idx), int(f))):
+            outs[i] = out
+    return TensorList.make(outs, layout, device=device)
 
 
-def fit_window(op, i, window, shape, policy):
-    """Apply the out-of-bounds policy; returns the window to read (may exceed the image for 'pad')."""
-    y, x, ch, cw = window
-    h, w = shape[0], shape[1]
-    inside = y >= 0 and x >= 0 and y + ch <= h and x + cw <= w
-    if inside or policy == "pad":
-        return window
-    if policy == "error":
-        raise op.error(f"sample {i}: the crop window {ch}x{cw} at (y={y}, x={x}) is outside the "
-                       f"{h}x{w} image; use out_of_bounds_policy='pad' or 'trim_to_shape'", ValueError)
-    y0, x0 = max(y, 0), max(x, 0)
-    return y0, x0, min(y + ch, h) - y0, min(x + cw, w) - x0
-
-
-@register("crop_mirror_normalize", devices=("cpu", "gpu"), inputs=(1, 1), aliases=("CropMirrorNormalize",),
+@register("crop", devices=("cpu", "gpu"), inputs=(1, 1), aliases=("Crop",),
           deprecated_args={"output_dtype": "dtype", "image_type": None},
           args=CROP_ARGS + [
-              Arg("mirror", BOOL, False, "Flip the (cropped) image horizontally.", per_sample=True),
-              Arg("mean", FLOATS, [0.0], "Mean subtracted per channel.", per_sample=True),
-              Arg("std", FLOATS, [1.0], "Standard deviation divided by, per channel.", per_sample=True,
-                  check=lambda v: None if all(s != 0 for s in v) else "must not contain 0"),
-              Arg("scale", FLOAT, 1.0, "Multiplies the normalized value."),
-              Arg("shift", FLOAT, 0.0, "Added after scaling."),
-              Arg("dtype", DTYPE, types.FLOAT, "Output type.",
-                  choices=(types.FLOAT, types.FLOAT16, types.UINT8, types.INT8, types.INT16, types.INT32)),
-              Arg("output_layout", LAYOUT, types.NCHW, "'CHW' or 'HWC'.", choices=("CHW", "HWC")),
-              Arg("pad_output", BOOL, False, "Pad the channels to the next power of two with zeros."),
+              Arg("rounding", STR, "round", "Anchor rounding: 'round' (half away from zero) or "
+                  "'truncate' (toward zero).", choices=("round", "truncate")),
+              Arg("dtype", DTYPE, None, "Output type; the input's type if not set.",
+                  choices=(types.FLOAT, types.FLOAT16, types.UINT8)),
           ])
-class CropMirrorNormalize(Operator):
-    """Crop, flip and normalize HWC or CHW images: (in - mean) / std * scale + shift, into
-    one dense batch in CHW or HWC layout."""
+class Crop(Operator):
+    """Crop a window of each HWC or CHW image at (crop_pos_y, crop_pos_x); windows outside
+    the image follow out_of_bounds_policy."""
 
-    def run(self, inputs, args, ctx):
-        from ..kernels.crop_mirror_normalize import crop_mirror_normalize  # loads the extension on first use
+    def plan(self, inputs):
+        plan_images(self, inputs[0])
+        a = self.spec.args
+        self.out_dtype = types.to_torch_type(a["dtype"]) if a["dtype"] is not None else None
+        return [BatchSpec(inputs[0].device, self.out_dtype or inputs[0].dtype, 3, inputs[0].layout)], self.step
 
+    def step(self, inputs, args, ctx):
         batch = inputs[0]
-        in_layout = batch.layout() or "HWC"
-        if in_layout not in ("HWC", "CHW"):
-            raise self.error(f"input layout '{in_layout}' is not supported; give HWC or CHW images",
-                             ValueError)
-        in_chw = in_layout == "CHW"
-        images = batch.as_torch_list()
-        n = len(images)
-        if n == 0:
+        if len(batch) == 0:
             return [batch]
-        policy = args["out_of_bounds_policy"]
-        plans = []
-        for i, img in enumerate(images):
-            if img.dim() != 3:
-                raise self.error(f"sample {i} has shape {tuple(img.shape)}; expected {in_layout} "
-                                 "images", ValueError)
-            hw = img.shape[1:] if in_chw else img.shape[:2]
-            c = img.shape[0] if in_chw else img.shape[2]
-            window = crop_window(self, i, hw, args) or (0, 0, hw[0], hw[1])
-            window = fit_window(self, i, window, hw, policy)
-            mean, std = args.sample("mean", i), args.sample("std", i)
-            for name, v in (("mean", mean), ("std", std)):
-                if len(v) not in (1, c):
-                    raise self.error(f"argument '{name}' has {len(v)} values for {c} channels", ValueError)
-            plans.append((window, tuple(mean), tuple(std), bool(args.sample("mirror", i))))
-        out_dtype = types.to_torch_type(args["dtype"])
-        chw = args["output_layout"] == "CHW"
-        c = images[0].shape[0 if in_chw else 2]
-        out_c = 1 << (c - 1).bit_length() if args["pad_output"] else c
+        images = image_batch(self, batch)
+        out_dtype = self.out_dtype or images.samples[0].dtype
         fill = output_fill(out_dtype, args["fill_values"])
-
-        def call(idx, window_hw, mean, std):
-            anchors = torch.tensor([plans[i][0][:2] for i in idx], dtype=torch.int64)
-            mirror = torch.tensor([plans[i][3] for i in idx], dtype=torch.uint8)
-            inv_std = torch.tensor([1.0 / s for s in std], dtype=torch.float32)
-            return crop_mirror_normalize(
-                [images[i] for i in idx], anchors, mirror, torch.tensor(mean, dtype=torch.float32), inv_std,
-                window_hw[0], window_hw[1], out_dtype, chw, out_c, args["scale"], args["shift"], fill,
-                in_chw=in_chw)
-
-        layout = "CHW" if chw else "HWC"
-        keys = {(p[0][2], p[0][3], p[1], p[2]) for p in plans}
-        if len(keys) == 1:
-            h, w, mean, std = keys.pop()
-            out = call(list(range(n)), (h, w), mean, std)
-            return [TensorList.make(out, layout, device=batch.device)]
-        outs = [call([i], p[0][2:], p[1], p[2])[0] for i, p in enumerate(plans)]
-        return [TensorList.make(outs, layout, device=batch.device)]
+        if fill.numel() not in (1, int(images.channels[0])):
+            raise self.error(f"fill_values has {fill.numel()} values for {int(images.channels[0])} "
+                             "channels; give 1 or one per channel", ValueError)
+        windows = crop_windows(self, images.hw, args, args["rounding"])
+        windows = whole_images(images.hw) if windows is None else \
+            fit_windows(self, windows, images.hw, args["out_of_bounds_policy"])
+        return [crop_normalize(images.samples, windows, in_chw=images.chw, out_dtype=out_dtype,
+                               out_chw=images.chw, fill=fill, device=batch.device)]

@@ -2,16 +2,16 @@
 `decoders.image_slice`. Each decodes as `decoders.image` does (same arguments, errors
 and on_error policy) and then cuts the window, computed on the decoded, EXIF-oriented
 image as DALI computes it; a window outside the image is an error, as in DALI."""
-import math
+import numpy as np
 
 from ..schema import FLOAT, Arg, register
 from ..tensor_list import TensorList
 from .base import RandomOperator
-from .crop import CROP_ARGS, crop_window, fit_window
+from .crop import CROP_ARGS, Crop
 from .decoders import DECODER_ARGS, DECODER_DEPRECATED_ARGS, ImageDecoder
-from .geometry import Crop
-from .resize import RandomResizedCrop, random_crop_window
+from .resize import RandomResizedCrop, pair
 from .slicing import SLICE_ARGS, SliceWindows, apply_policy
+from .windows import crop_windows, fit_windows, random_crop_windows, whole_images
 
 # DALI's fused crop has no padding: a window outside the image is an error.
 _CROP_ARGS = [a for a in CROP_ARGS if a.name not in ("out_of_bounds_policy", "fill_values")] + [
@@ -23,17 +23,20 @@ _CROP_ARGS = [a for a in CROP_ARGS if a.name not in ("out_of_bounds_policy", "fi
 
 
 class _DecodeThenCrop(ImageDecoder):
-    """decoders.image, then the window (y, x, h, w) that the subclass's
-    `window(i, shape, inputs, args)` gives for each decoded image."""
+    """decoders.image, then the windows ([N, 4] (y, x, h, w)) that the subclass's
+    `windows(kept, hw, inputs, args)` gives for the decoded images: `kept` are their indices
+    in the batch (undecodable samples may have been skipped), `hw` their sizes."""
 
     def run(self, inputs, args, ctx):
         decoded = super().run(inputs[:1], args, ctx)[0]
         dropped = set(ctx.dropped)  # undecodable samples skipped with on_error="skip"
         kept = [i for i in range(len(inputs[0])) if i not in dropped]
-        crops = []
-        for i, img in zip(kept, decoded.as_torch_list()):
-            y, x, h, w = self.window(i, tuple(img.shape), inputs, args)
-            crops.append(img[y:y + h, x:x + w])
+        images = decoded.as_torch_list()
+        if not images:
+            return [decoded]
+        hw = decoded.sample_shapes()[:, :2]
+        windows = self.windows(kept, hw, inputs, args)
+        crops = [img[y:y + h, x:x + w] for img, (y, x, h, w) in zip(images, windows.tolist())]
         if crops and all(c.shape == crops[0].shape for c in crops):
             out = crops[0].new_empty((len(crops),) + tuple(crops[0].shape))
             for o, c in zip(out, crops):
@@ -50,14 +53,9 @@ class ImageDecoderCrop(_DecodeThenCrop):
     """Decode images and crop a (crop_h, crop_w) window at (crop_pos_y, crop_pos_x), as
     decoders.image followed by crop."""
 
-    def window(self, i, shape, inputs, args):
-        h, w = shape[0], shape[1]
-        window = crop_window(self, i, shape, args) or (0, 0, h, w)
-        if args["rounding"] == "truncate":
-            _, _, ch, cw = window
-            window = (math.trunc(args.sample("crop_pos_y", i) * (h - ch)),
-                      math.trunc(args.sample("crop_pos_x", i) * (w - cw)), ch, cw)
-        return fit_window(self, i, window, shape, "error")
+    def windows(self, kept, hw, inputs, args):
+        windows = crop_windows(self, hw, args.subset(kept), args["rounding"])
+        return whole_images(hw) if windows is None else fit_windows(self, windows, hw, "error")
 
 
 @register("decoders.image_random_crop", devices=("cpu", "mixed"), inputs=(1, 1),
@@ -68,11 +66,13 @@ class ImageDecoderRandomCrop(_DecodeThenCrop, RandomOperator):
     """Decode images and crop a random window (random area fraction and aspect ratio, as
     DALI's RandomCropGenerator picks it; the random numbers are torchdali's own)."""
 
-    def window(self, i, shape, inputs, args):
-        if shape[0] == 0 or shape[1] == 0:
-            raise self.error(f"sample {i} is empty ({shape})", ValueError)
-        return random_crop_window(self.rng, shape[0], shape[1], args["random_area"],
-                                  args["random_aspect_ratio"], args["num_attempts"])
+    def windows(self, kept, hw, inputs, args):
+        empty = (hw == 0).any(axis=1)
+        if empty.any():
+            i = kept[int(np.argmax(empty))]
+            raise self.error(f"sample {i} is empty ({tuple(hw[int(np.argmax(empty))])})", ValueError, sample=i)
+        return random_crop_windows(self.rng, hw, pair(args["random_area"]), pair(args["random_aspect_ratio"]),
+                                   args["num_attempts"])
 
 
 @register("decoders.image_slice", devices=("cpu", "mixed"), inputs=(1, 3),
@@ -84,14 +84,17 @@ class ImageDecoderSlice(_DecodeThenCrop):
 
     def __init__(self, spec):
         super().__init__(spec)
-        self.windows = SliceWindows(self)
+        self.slices = SliceWindows(self)
 
     def run(self, inputs, args, ctx):
-        self.windows.check_inputs(len(inputs))
+        self.slices.check_inputs(len(inputs))
         return super().run(inputs, args, ctx)
 
-    def window(self, i, shape, inputs, args):
-        anchor, size = [x.as_torch_list()[i] for x in inputs[1:]] or (None, None)
-        anchor, size = self.windows.window(i, args, shape[:2], "HW", anchor, size)
-        (y, x), (h, w) = apply_policy(self, i, anchor, size, shape[:2], "error")
-        return y, x, h, w
+    def windows(self, kept, hw, inputs, args):
+        rows = []
+        for i, shape in zip(kept, hw.tolist()):  # fn.slice's per-sample rules (not a hot path)
+            anchor, size = [x.as_torch_list()[i] for x in inputs[1:]] or (None, None)
+            anchor, size = self.slices.window(i, args, shape, "HW", anchor, size)
+            (y, x), (h, w) = apply_policy(self, i, anchor, size, shape, "error")
+            rows.append((y, x, h, w))
+        return np.array(rows, np.int64)

@@ -255,7 +255,8 @@ class ImageDecoder(Operator):
         return batch.source_info[i] if batch.source_info and batch.source_info[i] else f"sample {i}"
 
     def _fail(self, batch, i, exc):
-        return RuntimeError(f"{self.name}: cannot decode {self._name(batch, i)}: {_reason(exc)}")
+        file = batch.source_info[i] if batch.source_info and batch.source_info[i] else None
+        return self.error(f"cannot decode {self._name(batch, i)}: {_reason(exc)}", sample=i, file=file)
 
     def run(self, inputs, args, ctx):
         batch = inputs[0]

@@ -1,20 +1,16 @@
-"""Geometry operators that move pixels without resampling: flip, crop, transpose, pad.
+"""Geometry operators that move pixels without resampling: flip, transpose, pad (crop is
+in crop.py).
 
 flip and transpose run the `torchdali::flip` / `torchdali::transpose` kernels (csrc/) over
-the whole batch in one call. crop runs the `torchdali::crop_mirror_normalize` kernel with
-mean 0, std 1 and the input's type (exact: every supported value survives the float
-round trip), one call per distinct crop size. pad is torch's fill and strided copy per
+the whole batch in one call. pad is torch's fill and strided copy per
 sample: both are memory-bound copies that torch already does at full bandwidth, so a
 batched kernel would only save a few launches."""
-import math
-
 import torch
 
-from .. import types
-from ..schema import BOOL, DTYPE, FLOAT, INT, INTS, LAYOUT, STR, Arg, register
+from ..schema import BOOL, FLOAT, INT, INTS, LAYOUT, Arg, register
 from ..tensor_list import TensorList
 from .base import Operator
-from .crop import CROP_ARGS, cast_fill, crop_window, fit_window, output_fill
+from .crop import cast_fill
 
 
 def _default_layout(op, batch, ndim):
@@ -69,72 +65,6 @@ class Flip(Operator):
             if bool(depth.any()):  # the kernel's "vertical" flips dim d, its "horizontal" d+1
                 out = flip(out, torch.zeros_like(depth), depth, d)
         return [TensorList.make(out, layout, device=batch.device)]
-
-
-@register("crop", devices=("cpu", "gpu"), inputs=(1, 1), aliases=("Crop",),
-          deprecated_args={"output_dtype": "dtype", "image_type": None},
-          args=CROP_ARGS + [
-              Arg("rounding", STR, "round", "Anchor rounding: 'round' (half away from zero) or "
-                  "'truncate' (toward zero).", choices=("round", "truncate")),
-              Arg("dtype", DTYPE, None, "Output type; the input's type if not set.",
-                  choices=(types.FLOAT, types.FLOAT16, types.UINT8)),
-          ])
-class Crop(Operator):
-    """Crop a window of each HWC or CHW image at (crop_pos_y, crop_pos_x); windows outside
-    the image follow out_of_bounds_policy."""
-
-    def run(self, inputs, args, ctx):
-        from ..kernels.crop_mirror_normalize import crop_mirror_normalize
-
-        batch = inputs[0]
-        images = batch.as_torch_list()
-        n = len(images)
-        if n == 0:
-            return [batch]
-        layout = batch.layout() or "HWC"
-        if layout not in ("HWC", "CHW"):
-            raise self.error(f"input layout '{layout}' is not supported; give HWC or CHW images",
-                             ValueError)
-        chw = layout == "CHW"
-        in_dtype = images[0].dtype
-        if in_dtype not in (torch.uint8, torch.float16, torch.float32):
-            raise self.error(f"input type {in_dtype} is not supported; give uint8, float16 or "
-                             "float32 images", TypeError)
-        out_dtype = types.to_torch_type(args["dtype"]) if args["dtype"] is not None else in_dtype
-        fill = output_fill(out_dtype, args["fill_values"])
-        windows = []
-        for i, im in enumerate(images):
-            if im.dim() != 3 or im.dtype != in_dtype:
-                raise self.error(f"sample {i} ({tuple(im.shape)}, {im.dtype}) "
-                                 f"differs from sample 0 in rank or type", ValueError)
-            hw = im.shape[1:] if chw else im.shape[:2]
-            channels = im.shape[0] if chw else im.shape[2]
-            if fill.numel() not in (1, channels):
-                raise self.error(f"fill_values has {fill.numel()} values for {channels} "
-                                 "channels; give 1 or one per channel", ValueError)
-            window = crop_window(self, i, hw, args) or (0, 0, hw[0], hw[1])
-            if args["rounding"] == "truncate":
-                y, x, ch, cw = window
-                y = math.trunc(args.sample("crop_pos_y", i) * (hw[0] - ch))
-                x = math.trunc(args.sample("crop_pos_x", i) * (hw[1] - cw))
-                window = (y, x, ch, cw)
-            windows.append(fit_window(self, i, window, hw, args["out_of_bounds_policy"]))
-
-        groups = {}
-        for i, (_, _, ch, cw) in enumerate(windows):
-            groups.setdefault((ch, cw), []).append(i)
-        one, zero = torch.ones(1), torch.zeros(1)
-        outs = [None] * n
-        for (ch, cw), idx in groups.items():
-            anchors = torch.tensor([windows[i][:2] for i in idx], dtype=torch.int64)
-            out = crop_mirror_normalize(
-                [images[i] for i in idx], anchors, torch.zeros(len(idx), dtype=torch.uint8), zero,
-                one, ch, cw, out_dtype, chw, 0, 1.0, 0.0, fill, in_chw=chw)
-            if len(groups) == 1:
-                return [TensorList.make(out, layout, device=batch.device)]
-            for k, i in enumerate(idx):
-                outs[i] = out[k]
-        return [TensorList.make(outs, layout, device=batch.device)]
 
 
 @register("transpose", devices=("cpu", "gpu"), inputs=(1, 1), aliases=("Transpose",), args=[

@@ -6,7 +6,7 @@ import torch
 from .. import types
 from ..schema import DTYPE, FLOAT, FLOATS, INTS, Arg, register
 from ..tensor_list import TensorList
-from .base import RandomOperator
+from .base import BatchSpec, RandomOperator
 
 _SHAPE = Arg("shape", INTS, None, "Shape of each output sample; a scalar when not given.", per_sample=True,
              check=lambda v: "dimensions must be non-negative" if any(d < 0 for d in v) else None)
@@ -17,22 +17,64 @@ def _positive(v):
 
 
 class _Distribution(RandomOperator):
-    """Shared per-sample shape logic: `shape` argument, or the shape of an optional input."""
+    """A whole batch drawn at once: shape from the `shape` argument or the optional input's
+    samples; per-sample parameters broadcast over each sample's values."""
 
     default_dtype = types.FLOAT
 
-    def sample_shapes(self, inputs, args, n):
+    def plan(self, inputs):
+        a = self.spec.args
+        self.dtype = types.to_numpy_type(a["dtype"] if a.get("dtype") is not None else self.default_dtype)
+        ndim = inputs[0].ndim if inputs else None if "shape" in self.spec.arg_input_names else len(a["shape"] or ())
+        device = "cpu" if self.spec.device == "cpu" else "gpu"
+        return [BatchSpec(device, torch.from_numpy(np.zeros(0, self.dtype)).dtype, ndim, "")], self.step
+
+    def batch_shape(self, inputs, args, n):
+        """(n, *shape) when every sample has one shape, else the list of sample shapes."""
         if inputs:
-            return [tuple(s.shape) for s in inputs[0].as_torch_list()]
-        return [tuple(args.sample("shape", i) or ()) for i in range(n)]
+            dense = inputs[0].dense_tensor()
+            if dense is not None:
+                return tuple(dense.shape)
+            shapes = [tuple(s.shape) for s in inputs[0].as_torch_list()]
+        elif not args.is_per_sample("shape"):
+            return (n,) + tuple(args["shape"] or ())
+        else:
+            shapes = [tuple(args.sample("shape", i) or ()) for i in range(n)]
+        return (n,) + shapes[0] if len(set(shapes)) == 1 else shapes
 
-    def out_dtype(self, args):
-        return types.to_numpy_type(args["dtype"] if args["dtype"] is not None else self.default_dtype)
+    def step(self, inputs, args, ctx):
+        n = len(inputs[0]) if inputs else ctx.batch_size
+        shape = self.batch_shape(inputs, args, n)
+        if isinstance(shape, tuple):
+            out = torch.from_numpy(self.draw(shape, _Params(args, n, len(shape))).astype(self.dtype, copy=False))
+        else:  # samples of different shapes: one draw each
+            out = [torch.from_numpy(self.draw((1,) + s, _Params(args, n, len(s) + 1, i))[0].astype(self.dtype))
+                   for i, s in enumerate(shape)]
+        if self.spec.device != "cpu":
+            out = out.to(ctx.cuda_device) if isinstance(out, torch.Tensor) else [t.to(ctx.cuda_device) for t in out]
+        return [TensorList.make(out, device="cpu" if self.spec.device == "cpu" else "gpu")]
 
-    def finish(self, samples):
-        out = [torch.from_numpy(np.array(s)) for s in samples]
-        return [TensorList.make(out, device="cpu") if self.spec.device == "cpu"
-                else TensorList.make([s.cuda() for s in out], device="gpu")]
+    def draw(self, shape, params):
+        """Values of `shape` (batch first) as a NumPy array."""
+        raise NotImplementedError
+
+
+class _Params:
+    """Argument values shaped to broadcast over a draw of `ndim` dims, batch first: all
+    samples, or only sample `i`."""
+
+    def __init__(self, args, n, ndim, i=None):
+        self.args, self.n, self.ndim, self.i = args, n, ndim, i
+
+    def __call__(self, name, column=None):
+        v = self.args.batch(name)
+        if not isinstance(v, np.ndarray) or not self.args.is_per_sample(name):
+            return v if column is None else v[column]
+        if column is not None:
+            v = v[:, column]
+        if self.i is not None:
+            v = v[self.i:self.i + 1]
+        return v.reshape((len(v),) + (1,) * (self.ndim - 1))
 
 
 @register("random.uniform", devices=("cpu", "gpu"), inputs=(0, 1), aliases=("Uniform",),
@@ -45,18 +87,20 @@ class _Distribution(RandomOperator):
 class Uniform(_Distribution):
     """Uniformly distributed numbers in `range`, or drawn from `values`."""
 
-    def run(self, inputs, args, ctx):
-        dtype = self.out_dtype(args)
-        out = []
-        for i, shape in enumerate(self.sample_shapes(inputs, args, ctx.batch_size)):
-            values = args.sample("values", i)
-            if values:
-                out.append(np.asarray(values, np.float32)[self.rng.integers(0, len(values), shape)].astype(dtype))
-            else:
-                lo, hi = args.sample("range", i)
-                drawn = self.rng.uniform(lo, hi, shape)
-                out.append((np.floor(drawn) if dtype.kind in "iu" else drawn).astype(dtype))
-        return self.finish(out)
+    def draw(self, shape, p):
+        values = p.args.batch("values")
+        if isinstance(values, list) and p.args.is_per_sample("values"):  # a different count per sample
+            rows = values if p.i is None else [values[p.i]]
+            return np.stack([np.asarray(v, np.float32)[self.rng.integers(0, len(v), shape[1:])] for v in rows])
+        if values is not None and len(values):
+            table = np.asarray(values, np.float32)
+            if table.ndim == 1:
+                return table[self.rng.integers(0, len(table), shape)]
+            table = table if p.i is None else table[p.i:p.i + 1]
+            picks = self.rng.integers(0, table.shape[1], shape).reshape(shape[0], -1)
+            return np.take_along_axis(table, picks, axis=1).reshape(shape)
+        drawn = self.rng.uniform(p("range", 0), p("range", 1), shape)
+        return np.floor(drawn) if self.dtype.kind in "iu" else drawn
 
 
 @register("random.normal", devices=("cpu", "gpu"), inputs=(0, 1), aliases=("NormalDistribution",),
@@ -67,10 +111,8 @@ class Uniform(_Distribution):
 class Normal(_Distribution):
     """Normally distributed numbers."""
 
-    def run(self, inputs, args, ctx):
-        dtype = self.out_dtype(args)
-        return self.finish([self.rng.normal(args.sample("mean", i), args.sample("stddev", i), shape).astype(dtype)
-                            for i, shape in enumerate(self.sample_shapes(inputs, args, ctx.batch_size))])
+    def draw(self, shape, p):
+        return self.rng.normal(p("mean"), p("stddev"), shape)
 
 
 @register("random.coin_flip", devices=("cpu", "gpu"), inputs=(0, 1), aliases=("CoinFlip",),
@@ -83,16 +125,14 @@ class CoinFlip(_Distribution):
 
     default_dtype = types.INT32
 
-    def run(self, inputs, args, ctx):
-        dtype = self.out_dtype(args)
-        return self.finish([(self.rng.random(shape) < args.sample("probability", i)).astype(dtype)
-                            for i, shape in enumerate(self.sample_shapes(inputs, args, ctx.batch_size))])
+    def draw(self, shape, p):
+        return self.rng.random(shape) < p("probability")
 
 
 @register("random.choice", devices=("cpu",), inputs=(1, 2), input_names=("a", "shape_like"),
           args=[Arg("p", FLOATS, None, "Probabilities of the choices (uniform if not given).", per_sample=True),
                 _SHAPE])
-class Choice(_Distribution):
+class Choice(RandomOperator):
     """Random picks from `a`: 0..a-1 for a scalar int, else the elements of a 1D sample."""
 
     def run(self, inputs, args, ctx):
@@ -115,7 +155,7 @@ class Choice(_Distribution):
                 raise self.error(f"sample {i}: p has {len(p)} entries for {len(values)} choices", ValueError)
             if p is not None and abs(sum(p) - 1.0) > 1e-4:
                 raise self.error(f"sample {i}: p must sum to 1, sums to {sum(p)}", ValueError)
-            out.append(values[self.rng.choice(len(values), size=shape, p=p)])
-        return self.finish(out)
+            out.append(torch.from_numpy(np.array(values[self.rng.choice(len(values), size=shape, p=p)])))
+        return [TensorList.make(out, device="cpu")]
 
 

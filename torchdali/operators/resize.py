@@ -9,97 +9,90 @@ import torch
 from .. import types
 from ..schema import BOOL, DTYPE, FLOAT, FLOATS, INT, INTERP_TYPE, REQUIRED, STR, Arg, register
 from ..tensor_list import TensorList
-from .base import Operator, RandomOperator
+from .base import BatchSpec, Operator, RandomOperator
+from .images import image_batch, plan_images
+from .windows import random_crop_windows, round_half_away
 
 _F32 = np.float32
 _MODES = ("default", "stretch", "not_larger", "not_smaller")
 
 
-def _round_int(v):
-    return int(math.floor(v + 0.5)) if v >= 0 else -int(math.floor(-v + 0.5))
-
-
 def _adjust_output_size(out, in_size, mode, max_size):
-    """DALI's ResizeAttr::AdjustOutputSize on float32 extents (out is modified)."""
-    nd = len(out)
-    mask = [out[d] != 0 and in_size[d] != 0 for d in range(nd)]
-    scale = [float(out[d]) / float(in_size[d]) if in_size[d] else 1.0 for d in range(nd)]
-    provided = sum(mask)
-    if provided == 0:
-        return [in_size[d] for d in range(nd)]
+    """DALI's ResizeAttr::AdjustOutputSize over a batch: `out` and `in_size` are float32
+    [N, 2] arrays (out is modified); 0 in `out` means "keep the aspect ratio"."""
+    mask = (out != 0) & (in_size != 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.where(in_size != 0, out.astype(np.float64) / in_size, 1.0)
+    provided = mask.sum(axis=1)
+    none = provided == 0
     if mode in ("default", "stretch"):
-        if provided < nd:
-            if mode == "default":
-                avg = 1.0
-                for d in range(nd):
-                    if mask[d]:
-                        avg *= abs(scale[d])
-                if provided > 1:
-                    avg = avg ** (1.0 / provided)
-            for d in range(nd):
-                if not mask[d]:
-                    out[d] = _F32(float(in_size[d]) * avg) if mode == "default" else in_size[d]
+        if mode == "default":  # with 2 axes, "some but not all given" is one axis: its scale
+            avg = np.abs(np.where(mask, scale, 1.0)).prod(axis=1)
+            fill = (in_size * avg[:, None]).astype(_F32)
+        else:
+            fill = in_size
+        partial = (provided > 0) & (provided < 2)
+        out = np.where(partial[:, None] & ~mask, fill, out)
         if max_size is not None:
-            for d in range(nd):
-                if max_size[d] > 0 and abs(out[d]) > max_size[d]:
-                    out[d] = _F32(math.copysign(max_size[d], out[d]))
-        return out
-    final, first = 0.0, True
-    for d in range(nd):
-        if mask[d]:
-            s = float(_F32(abs(scale[d])))
-            if first or (mode == "not_smaller" and s > final) or (mode == "not_larger" and s < final):
-                final = s
-            first = False
+            limit = np.asarray(max_size, np.float64)
+            over = (limit > 0) & (np.abs(out) > limit)
+            out = np.where(over, np.copysign(limit, out), out).astype(_F32)
+        return np.where(none[:, None], in_size, out)
+    s = np.abs(scale).astype(_F32).astype(np.float64)
+    pick = np.maximum if mode == "not_smaller" else np.minimum
+    final = np.where(mask[:, 0] & mask[:, 1], pick(s[:, 0], s[:, 1]), np.where(mask[:, 0], s[:, 0], s[:, 1]))
     if max_size is not None:
-        for d in range(nd):
+        for d in range(2):
             if max_size[d] > 0:
-                final = min(final, float(max_size[d]) / float(in_size[d]))
-    for d in range(nd):
-        if not mask[d] or abs(scale[d]) != final:
-            scale[d] = math.copysign(final, scale[d])
-            out[d] = _F32(float(in_size[d]) * scale[d])
-    return out
+                with np.errstate(divide="ignore"):
+                    final = np.minimum(final, float(max_size[d]) / in_size[:, d].astype(np.float64))
+    change = ~mask | (np.abs(scale) != final[:, None])
+    scale = np.where(change, np.copysign(final[:, None], scale), scale)
+    out = np.where(change, (in_size * scale).astype(_F32), out)
+    return np.where(none[:, None], in_size, out)
 
 
-def sample_params(requested, lo, hi, mode, max_size, subpixel_scale):
-    """(out_size, roi_lo, roi_hi) of one sample, as DALI's ResizeAttr::CalculateSampleParams."""
-    nd = len(requested)
-    req = [_F32(v) for v in requested]
-    lo, hi = [_F32(v) for v in lo], [_F32(v) for v in hi]
-    in_size = []
-    for d in range(nd):
-        sz = _F32(hi[d] - lo[d])
-        if sz < 0:
-            lo[d], hi[d] = hi[d], lo[d]
-            req[d] = -req[d]
-            sz = -sz
-        in_size.append(sz)
-    out = _adjust_output_size(req, in_size, mode, max_size)
-    sizes = []
-    for d in range(nd):
-        if lo[d] == hi[d] and out[d] != 0:
-            raise ValueError("Cannot produce non-empty output from empty input")
-        o = float(out[d])
-        size = max(1, _round_int(abs(o)))
-        if o < 0:
-            lo[d], hi[d] = hi[d], lo[d]
-        if subpixel_scale and size != abs(o):
-            adj = min(max(size / abs(o), -10.0), 10.0)
-            center = (float(lo[d]) + float(hi[d])) * 0.5
-            lo[d] = _F32(min(max(center + (float(lo[d]) - center) * adj, -1e9), 1e9))
-            hi[d] = _F32(min(max(center + (float(hi[d]) - center) * adj, -1e9), 1e9))
-        sizes.append(size)
-    return sizes, [float(v) for v in lo], [float(v) for v in hi]
+def output_sizes(op, requested, lo, hi, mode, max_size, subpixel_scale):
+    """(out sizes [N, 2] int64, roi_lo, roi_hi [N, 2] float32) as DALI's
+    ResizeAttr::CalculateSampleParams computes them, in float32, for the whole batch."""
+    req = requested.astype(_F32)
+    lo, hi = lo.astype(_F32), hi.astype(_F32)
+    in_size = hi - lo
+    flipped = in_size < 0
+    lo, hi = np.where(flipped, hi, lo), np.where(flipped, lo, hi)
+    req = np.where(flipped, -req, req)
+    in_size = np.abs(in_size)
+    out = _adjust_output_size(req, in_size, mode, max_size).astype(_F32)
+    empty = (lo == hi) & (out != 0)
+    if empty.any():
+        i = int(np.argmax(empty.any(axis=1)))
+        raise op.error(f"sample {i}: Cannot produce non-empty output from empty input", ValueError, sample=i)
+    o = out.astype(np.float64)
+    size = np.maximum(1, round_half_away(np.abs(o)))
+    neg = o < 0
+    lo, hi = np.where(neg, hi, lo), np.where(neg, lo, hi)
+    if subpixel_scale:
+        adjust = size != np.abs(o)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            adj = np.clip(size / np.abs(o), -10.0, 10.0)
+        center = (lo.astype(np.float64) + hi) * 0.5
+        new_lo = np.clip(center + (lo - center) * adj, -1e9, 1e9).astype(_F32)
+        new_hi = np.clip(center + (hi - center) * adj, -1e9, 1e9).astype(_F32)
+        lo, hi = np.where(adjust, new_lo, lo), np.where(adjust, new_hi, hi)
+    return size, lo, hi
 
 
-def sample_filters(i, args):
-    """[min_filter, mag_filter] (DALI interp types) of sample i: min_filter/mag_filter where
+def filters(args, n):
+    """[N, 2] int64 (min_filter, mag_filter) DALI interp types: min_filter / mag_filter where
     given, else interp_type, else INTERP_LINEAR."""
-    interp = args.sample("interp_type", i)
-    base = int(types.DALIInterpType.INTERP_LINEAR) if interp is None else int(interp)
-    mn, mg = args.sample("min_filter", i), args.sample("mag_filter", i)
-    return [base if mn is None else int(mn), base if mg is None else int(mg)]
+    interp = args.batch("interp_type")
+    base = np.full(n, int(types.DALIInterpType.INTERP_LINEAR)) if interp is None else \
+        np.broadcast_to(np.asarray(interp, np.int64), (n,))
+    columns = []
+    for name in ("min_filter", "mag_filter"):
+        v = args.batch(name)
+        columns.append(base if v is None else np.broadcast_to(np.asarray(v, np.int64), (n,)))
+    return np.stack(columns, axis=1)
 
 
 def _out_dtype(op, in_dtype, dtype):
@@ -109,27 +102,16 @@ def _out_dtype(op, in_dtype, dtype):
     return out
 
 
-def _images(op, batch):
-    """The batch's samples, their layout ('HWC' or 'CHW') and each one's (height, width)."""
-    layout = batch.layout() or "HWC"
-    if layout not in ("HWC", "CHW"):
-        raise op.error(f"input layout '{layout}' is not supported; give HWC or CHW images", ValueError)
-    images = batch.as_torch_list()
-    for i, img in enumerate(images):
-        if img.dim() != 3:
-            raise op.error(f"sample {i} has shape {tuple(img.shape)}; expected {layout} images", ValueError)
-    hw = [tuple(img.shape[1:] if layout == "CHW" else img.shape[:2]) for img in images]
-    return images, layout, hw
+def resample(images, sizes, lo, hi, interp, antialias, out_dtype, device):
+    """One kernel call for the batch (an ImageBatch): sizes [N, 2], the input window from lo to hi
+    ([N, 2] (y, x)), interp [N, 2]; a dense batch when every output has one size."""
+    from ..kernels import resize as _  # noqa: F401  (loads the extension on first use)
 
-
-def _resample(images, layout, sizes, rois, filters, args, out_dtype, device):
-    """One kernel call for the batch: a dense batch when every output has one size."""
-    from ..kernels.resize import resize  # loads the extension on first use
-
-    out = resize(images, sizes, torch.tensor(rois, dtype=torch.float32),
-                 torch.tensor(filters, dtype=torch.int64), bool(args["antialias"]), out_dtype,
-                 chw=layout == "CHW", dense=all(s == sizes[0] for s in sizes))
-    return TensorList.make(out, layout, device=device)
+    rois = torch.from_numpy(np.concatenate([lo, hi], axis=1).astype(np.float32))
+    op = torch.ops.torchdali.resize.dense if (sizes == sizes[0]).all() else torch.ops.torchdali.resize.default
+    out = op(images.samples, sizes.reshape(-1).tolist(), rois, torch.from_numpy(np.ascontiguousarray(interp)),
+             bool(antialias), out_dtype, images.chw)
+    return TensorList.make(out, images.layout, device=device)
 
 
 def _finite(v):
@@ -193,100 +175,64 @@ class Resize(Operator):
         self._max_size = None if ms is None else (list(ms) * 2)[:2]
         self._given = given
 
-    def _requested(self, i, args):
+    def plan(self, inputs):
+        plan_images(self, inputs[0])
+        dtype = self.spec.args["dtype"]
+        out = types.to_torch_type(dtype) if dtype is not None else inputs[0].dtype
+        return [BatchSpec(inputs[0].device, out, 3, inputs[0].layout)], self.step
+
+    def _requested(self, args, n):
+        """[N, 2] requested (height, width); 0 = keep the aspect ratio."""
         if self._sep:
-            y = args.sample("resize_y", i) or 0.0
-            x = args.sample("resize_x", i) or 0.0
-            return [y, x]
-        v = args.sample(self._size_arg, i)
-        if self._size_arg == "size":
-            v = list(v)
-            if len(v) == 1:
-                v = v * 2
-            if len(v) != 2:
-                raise self.error(f"sample {i}: 'size' must have 2 values (height, width), got {v}", ValueError)
-            return v
-        return [v, v]
+            y, x = ((np.zeros(n) if v is None else np.broadcast_to(np.asarray(v, np.float64), (n,)))
+                    for v in (args.batch("resize_y"), args.batch("resize_x")))
+            return np.stack([y, x], axis=1)
+        v = args.batch(self._size_arg)
+        if self._size_arg != "size":
+            v = np.broadcast_to(np.asarray(v, np.float64), (n,))
+            return np.stack([v, v], axis=1)
+        v = np.asarray(v, np.float64)
+        if v.shape[-1] == 1:
+            v = np.concatenate([v, v], axis=-1)
+        if v.shape[-1] != 2:
+            raise self.error(f"'size' must have 2 values (height, width), got {v.tolist()}", ValueError)
+        return np.broadcast_to(v, (n, 2))
 
-    def sample_plan(self, i, shape, args):
-        """(out (h, w), roi (y0, x0, y1, x1), (min_filter, mag_filter)) of sample i."""
-        h, w = int(shape[0]), int(shape[1])
-        lo, hi = [0.0, 0.0], [float(h), float(w)]
-        if self._has_roi and h > 0 and w > 0:
-            rs, re = list(args.sample("roi_start", i)), list(args.sample("roi_end", i))
-            if len(rs) != 2 or len(re) != 2:
-                raise self.error(f"sample {i}: 'roi_start'/'roi_end' must have 2 values (y, x)", ValueError)
-            for d, size in enumerate((h, w)):
-                a, b = float(rs[d]), float(re[d])
-                if args["roi_relative"]:
-                    a, b = a * size, b * size
-                if abs(b - a) < 1e-3:
-                    off = 0.5e-3 if a <= b else -0.5e-3
-                    a, b = a - off, b + off
-                lo[d], hi[d] = a, b
-        try:
-            out, lo, hi = sample_params(self._requested(i, args), lo, hi, self._mode, self._max_size,
-                                        args["subpixel_scale"])
-        except ValueError as e:
-            raise self.error(f"sample {i}: {e}", ValueError) from None
-        return out, (lo[0], lo[1], hi[0], hi[1]), sample_filters(i, args)
+    def _roi(self, args, hw):
+        """The input windows (lo, hi), [N, 2] each: the ROI arguments, or the whole images."""
+        hw = hw.astype(np.float64)
+        if not self._has_roi:
+            return np.zeros_like(hw), hw
+        rs, re = (np.asarray(args.batch(name), np.float64) for name in ("roi_start", "roi_end"))
+        if rs.shape[-1] != 2 or re.shape[-1] != 2:
+            raise self.error("'roi_start'/'roi_end' must have 2 values (y, x)", ValueError)
+        if args["roi_relative"]:
+            rs, re = rs * hw, re * hw
+        lo, hi = np.broadcast_arrays(rs, re)
+        tiny = np.abs(hi - lo) < 1e-3  # DALI widens a degenerate ROI to 1e-3
+        off = np.where(lo <= hi, 0.5e-3, -0.5e-3)
+        lo, hi = np.where(tiny, lo - off, lo), np.where(tiny, hi + off, hi)
+        empty = (hw == 0).any(axis=1)[:, None]  # an empty image keeps its (empty) window
+        return np.where(empty, 0.0, lo), np.where(empty, hw, hi)
 
-    def run(self, inputs, args, ctx):
+    def step(self, inputs, args, ctx):
         batch = inputs[0]
-        images, layout, hws = _images(self, batch)
-        if not images:
+        if len(batch) == 0:
             return [batch]
-        sizes, rois, filters = [], [], []
-        for i, hw in enumerate(hws):
-            out, roi, flt = self.sample_plan(i, hw, args)
-            sizes.append(out)
-            rois.append(roi)
-            filters.append(flt)
-        out_dtype = _out_dtype(self, images[0].dtype, args["dtype"])
-        return [_resample(images, layout, sizes, rois, filters, args, out_dtype, batch.device)]
+        images = image_batch(self, batch)
+        n = len(images.samples)
+        lo, hi = self._roi(args, images.hw)
+        sizes, lo, hi = output_sizes(self, self._requested(args, n), lo, hi, self._mode, self._max_size,
+                                     args["subpixel_scale"])
+        out_dtype = _out_dtype(self, images.samples[0].dtype, args["dtype"])
+        return [resample(images, sizes, lo, hi, filters(args, n), args["antialias"], out_dtype, batch.device)]
 
 
-def random_crop_window(rng, h, w, area, aspect, num_attempts):
-    """(y, x, crop_h, crop_w) as DALI's RandomCropGenerator picks it (log-uniform aspect ratio,
-    uniform area, then DALI's fallback), drawing from the NumPy generator `rng`."""
-    lo_r, hi_r = float(_F32(aspect[0])), float(_F32(aspect[1]))
-    max_hw = float(_F32(1.0 / lo_r))
-    min_area = float(_F32(w * h * area[0]))
-    max_w = max(1, int(h * hi_r))
-    max_h = max(1, int(w * max_hw))
-    if h * max_w < min_area:  # image too wide
-        ch, cw = h, max_w
-    elif w * max_h < min_area:  # image too tall
-        ch, cw = max_h, w
-    else:
-        for _ in range(num_attempts):
-            target = float(_F32(rng.uniform(area[0], area[1]) * (h * w)))
-            ratio = math.exp(rng.uniform(math.log(lo_r), math.log(hi_r)))
-            cw = max(1, _round_int(math.sqrt(target * ratio)))
-            ch = max(1, _round_int(math.sqrt(target / ratio)))
-            r = float(_F32(cw / ch))
-            if cw <= w and ch <= h and lo_r <= r <= hi_r:
-                break
-        else:
-            # DALI's fallback: the whole image (or its widest/tallest allowed part), shrunk to
-            # the largest allowed area, keeping its aspect ratio.
-            max_area = float(_F32(area[1] * w * h))
-            ratio = float(_F32(w / h))
-            ch, cw = (h, max_w) if ratio > hi_r else (max_h, w) if ratio < lo_r else (h, w)
-            scale = min(1.0, max_area / (ch * cw))
-            ch = max(1, int(ch * math.sqrt(scale)))
-            cw = max(1, int(cw * math.sqrt(scale)))
-    y = int(rng.integers(0, h - ch + 1))
-    x = int(rng.integers(0, w - cw + 1))
-    return y, x, ch, cw
-
-
-def _range_of_two(upper):
-    def check(v):
-        if len(v) != 2 or not 0 < v[0] <= v[1] <= upper:
-            return f"must be two values [min, max] with 0 < min <= max <= {upper}"
-        return None
-    return check
+def _single_or_pair(v):
+    """DALI's rule for a range argument: one value (repeated) or [min, max] with min <= max."""
+    if len(v) not in (1, 2):
+        return "must be one value or two values [min, max]"
+    return None if v[0] <= v[-1] else "must be [min, max] with min <= max (an empty range)"
 
 
 @register("random_resized_crop", devices=("cpu", "gpu"), inputs=(1, 1), aliases=("RandomResizedCrop",),
@@ -294,9 +240,9 @@ def _range_of_two(upper):
               Arg("size", FLOATS, REQUIRED, "Output size (height, width), or one value for both.",
                   check=_finite),
               Arg("random_area", FLOATS, [0.08, 1.0], "Range of the crop's area as a fraction of the image's.",
-                  check=_range_of_two(1.0)),
+                  check=_single_or_pair),
               Arg("random_aspect_ratio", FLOATS, [3.0 / 4.0, 4.0 / 3.0], "Range of the crop's width / height.",
-                  check=_range_of_two(math.inf)),
+                  check=_single_or_pair),
               Arg("num_attempts", INT, 10, "Tries to find a window before DALI's fallback.",
                   check=lambda v: None if v > 0 else "must be positive"),
           ])
@@ -304,30 +250,38 @@ class RandomResizedCrop(RandomOperator):
     """Crop a random window (random area and aspect ratio, as in Inception training) and
     resize it to `size` with DALI's filters, in one kernel call for the batch."""
 
-    def __init__(self, spec):
-        super().__init__(spec)
-        size = list(spec.args["size"])
+    def plan(self, inputs):
+        plan_images(self, inputs[0])
+        a = self.spec.args
+        size = list(a["size"])
         if len(size) == 1:
             size = size * 2
         if len(size) != 2 or any(v <= 0 for v in size):
-            raise ValueError(f"random_resized_crop: 'size' must be one or two positive values, got "
-                             f"{spec.args['size']}")
-        self._size = [int(v) for v in size]
+            raise self.error(f"'size' must be one or two positive values, got {a['size']}", ValueError)
+        self.size = np.array([int(v) for v in size], np.int64)
+        self.area, self.aspect = (pair(a[name]) for name in ("random_area", "random_aspect_ratio"))
+        dtype = a["dtype"]
+        out = types.to_torch_type(dtype) if dtype is not None else inputs[0].dtype
+        return [BatchSpec(inputs[0].device, out, 3, inputs[0].layout)], self.step
 
-    def run(self, inputs, args, ctx):
+    def step(self, inputs, args, ctx):
         batch = inputs[0]
-        images, layout, hws = _images(self, batch)
-        if not images:
+        if len(batch) == 0:
             return [batch]
-        area, aspect = args["random_area"], args["random_aspect_ratio"]
-        rois, filters = [], []
-        for i, (h, w) in enumerate(hws):
-            h, w = int(h), int(w)
-            if h == 0 or w == 0:
-                raise self.error(f"sample {i} is empty ({tuple(images[i].shape)})", ValueError)
-            y, x, ch, cw = random_crop_window(self.rng, h, w, area, aspect, args["num_attempts"])
-            rois.append((y, x, y + ch, x + cw))
-            filters.append(sample_filters(i, args))
-        out_dtype = _out_dtype(self, images[0].dtype, args["dtype"])
-        sizes = [self._size] * len(images)
-        return [_resample(images, layout, sizes, rois, filters, args, out_dtype, batch.device)]
+        images = image_batch(self, batch)
+        n = len(images.samples)
+        empty = (images.hw == 0).any(axis=1)
+        if empty.any():
+            i = int(np.argmax(empty))
+            raise self.error(f"sample {i} is empty ({tuple(images.samples[i].shape)})", ValueError, sample=i)
+        y, x, h, w = random_crop_windows(self.rng, images.hw, self.area, self.aspect, args["num_attempts"]).T
+        lo = np.stack([y, x], axis=1).astype(np.float32)
+        hi = np.stack([y + h, x + w], axis=1).astype(np.float32)
+        out_dtype = _out_dtype(self, images.samples[0].dtype, args["dtype"])
+        sizes = np.broadcast_to(self.size, (n, 2))
+        return [resample(images, sizes, lo, hi, filters(args, n), args["antialias"], out_dtype, batch.device)]
+
+
+def pair(v):
+    """A range argument as [min, max] (one value stands for both)."""
+    return [float(v[0]), float(v[-1])]

@@ -1,0 +1,58 @@
+"""`crop_mirror_normalize`: crop, flip and normalize into one dense batch, the last step of
+most training pipelines. Planned once (output type, layout, channel padding, fill); each
+batch computes its windows, flips and normalization rows as arrays and makes one kernel
+call."""
+import numpy as np
+
+from .. import types
+from ..schema import BOOL, DTYPE, FLOAT, FLOATS, LAYOUT, Arg, register
+from .base import BatchSpec, Operator
+from .crop import CROP_ARGS, crop_normalize, output_fill
+from .images import image_batch, plan_images
+from .windows import crop_windows, fit_windows, whole_images
+
+
+@register("crop_mirror_normalize", devices=("cpu", "gpu"), inputs=(1, 1), aliases=("CropMirrorNormalize",),
+          deprecated_args={"output_dtype": "dtype", "image_type": None},
+          args=CROP_ARGS + [
+              Arg("mirror", BOOL, False, "Flip the (cropped) image horizontally.", per_sample=True),
+              Arg("mean", FLOATS, [0.0], "Mean subtracted per channel.", per_sample=True),
+              Arg("std", FLOATS, [1.0], "Standard deviation divided by, per channel.", per_sample=True,
+                  check=lambda v: None if all(s != 0 for s in v) else "must not contain 0"),
+              Arg("scale", FLOAT, 1.0, "Multiplies the normalized value."),
+              Arg("shift", FLOAT, 0.0, "Added after scaling."),
+              Arg("dtype", DTYPE, types.FLOAT, "Output type.",
+                  choices=(types.FLOAT, types.FLOAT16, types.UINT8, types.INT8, types.INT16, types.INT32)),
+              Arg("output_layout", LAYOUT, types.NCHW, "'CHW' or 'HWC'.", choices=("CHW", "HWC")),
+              Arg("pad_output", BOOL, False, "Pad the channels to the next power of two with zeros."),
+          ])
+class CropMirrorNormalize(Operator):
+    """Crop, flip and normalize HWC or CHW images: (in - mean) / std * scale + shift, into
+    one dense batch in CHW or HWC layout."""
+
+    def plan(self, inputs):
+        plan_images(self, inputs[0])
+        a = self.spec.args
+        self.out_dtype = types.to_torch_type(a["dtype"])
+        self.out_chw = a["output_layout"] == "CHW"
+        self.fill = output_fill(self.out_dtype, a["fill_values"])
+        return [BatchSpec(inputs[0].device, self.out_dtype, 3, "CHW" if self.out_chw else "HWC")], self.step
+
+    def step(self, inputs, args, ctx):
+        batch = inputs[0]
+        if len(batch) == 0:
+            return [batch]
+        images = image_batch(self, batch)
+        c = int(images.channels[0])
+        windows = crop_windows(self, images.hw, args)
+        windows = whole_images(images.hw) if windows is None else \
+            fit_windows(self, windows, images.hw, args["out_of_bounds_policy"])
+        mean, std = (np.asarray(args.batch(name), np.float64) for name in ("mean", "std"))
+        for name, v in (("mean", mean), ("std", std)):
+            if v.shape[-1] not in (1, c):
+                raise self.error(f"argument '{name}' has {v.shape[-1]} values for {c} channels", ValueError)
+        out_c = 1 << (c - 1).bit_length() if args["pad_output"] else c
+        return [crop_normalize(images.samples, windows, in_chw=images.chw, out_dtype=self.out_dtype,
+                               out_chw=self.out_chw, fill=self.fill, device=batch.device,
+                               mirror=args.batch("mirror"), mean=mean, std=std, out_channels=out_c,
+                               scale=args["scale"], shift=args["shift"])]

@@ -1,0 +1,71 @@
+"""Batches of 2D images as the image operators take them: HWC (or no layout) and CHW
+samples of uint8, float16 or float32. The build-time check (`plan_images`) and the
+per-batch one (`image_batch`) say the same things with the same words."""
+import dataclasses
+
+import numpy as np
+import torch
+
+from .. import types
+
+IMAGE_LAYOUTS = ("HWC", "CHW")
+IMAGE_DTYPES = (torch.uint8, torch.float16, torch.float32)
+_NOT_2D = "3D volumes and sequences are not supported"
+
+
+def _layout_error(op, layout):
+    return op.error(f"input layout '{layout}' is not supported; give HWC or CHW images ({_NOT_2D})", ValueError)
+
+
+def _dtype_error(op, dtype):
+    return op.error(f"input type {types.to_dali_type(dtype)} is not supported; give uint8, float16 or float32 "
+                    "images", TypeError)
+
+
+def plan_images(op, spec):
+    """Build-time: what is known of an image input must fit (unknown properties pass)."""
+    if spec.layout and spec.layout not in IMAGE_LAYOUTS:
+        raise _layout_error(op, spec.layout)
+    if spec.ndim is not None and spec.ndim != 3:
+        raise op.error(f"input samples have {spec.ndim} dims; expected {spec.layout or 'HWC'} images ({_NOT_2D})",
+                       ValueError)
+    if spec.dtype is not None and spec.dtype not in IMAGE_DTYPES:
+        raise _dtype_error(op, spec.dtype)
+
+
+@dataclasses.dataclass
+class ImageBatch:
+    """A batch's samples, whether they are CHW, and each one's (height, width) and channels
+    as int64 arrays [N, 2] and [N]."""
+
+    samples: list
+    chw: bool
+    hw: np.ndarray
+    channels: np.ndarray
+
+    @property
+    def layout(self):
+        return "CHW" if self.chw else "HWC"
+
+
+def image_batch(op, batch, dtypes=IMAGE_DTYPES):
+    """The batch as an ImageBatch; errors name the operator and the first sample that is
+    not an image of the batch's layout and a supported type (a dense batch is checked once)."""
+    layout = batch.layout() or "HWC"
+    if layout not in IMAGE_LAYOUTS:
+        raise _layout_error(op, layout)
+    samples = batch.as_torch_list()
+    chw = layout == "CHW"
+    if not samples:
+        return ImageBatch([], chw, np.zeros((0, 2), np.int64), np.zeros(0, np.int64))
+    dense = batch.dense_tensor()
+    ndims = np.array([dense.dim() - 1] if dense is not None else [s.dim() for s in samples])
+    if (ndims != 3).any():
+        i = int(np.argmax(ndims != 3))
+        raise op.error(f"sample {i} has shape {tuple(samples[i].shape)}; expected {layout} images ({_NOT_2D})",
+                       ValueError, sample=i)
+    shapes = batch.sample_shapes()
+    dtype = dense.dtype if dense is not None else samples[0].dtype
+    if dtype not in dtypes:
+        raise _dtype_error(op, dtype)
+    return ImageBatch(samples, chw, shapes[:, 1:] if chw else shapes[:, :2], shapes[:, 0] if chw else shapes[:, 2])

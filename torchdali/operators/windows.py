@@ -1,0 +1,121 @@
+"""Crop windows for a whole batch at once, as DALI places them: fixed windows at
+`crop_pos * (size - crop)` (float32 arithmetic, then rounded or truncated), and random
+windows as DALI's RandomCropGenerator draws them (log-uniform aspect ratio, uniform area,
+`num_attempts` tries, then its fallback). A window is a row (y, x, h, w) of an [N, 4]
+int64 array; image sizes come as an [N, 2] array of (height, width)."""
+import numpy as np
+
+_F32 = np.float32
+
+
+def round_half_away(v):
+    """Round to the nearest integer, halves away from zero (C's round/roundf), as int64."""
+    v = np.asarray(v, np.float64)
+    return (np.sign(v) * np.floor(np.abs(v) + 0.5)).astype(np.int64)
+
+
+def place(pos, room, rounding="round"):
+    """DALI's anchor: float32(pos) * float32(room), rounded half away from zero (or
+    truncated), e.g. 0.7 * 195 = 136.49999 in float32, so row 136."""
+    v = _F32(pos) * np.asarray(room, _F32)
+    return round_half_away(v) if rounding == "round" else np.trunc(v).astype(np.int64)
+
+
+def crop_windows(op, hw, args, rounding="round"):
+    """The (y, x, h, w) windows of the crop arguments (crop / crop_h / crop_w, crop_pos_y /
+    crop_pos_x) over images of sizes `hw`; None when no sample asks for a crop. A sample
+    whose crop size is 0 in both axes keeps the whole image. Fractional sizes are
+    truncated (4.6 -> 4 rows), as in DALI."""
+    n = len(hw)
+    crop = args.batch("crop")
+    if crop is None:
+        ch = cw = np.zeros(n)
+    else:
+        crop = np.asarray(crop, np.float64)
+        if crop.shape[-1] != 2:
+            raise op.error(f"argument 'crop' must be (height, width), got {crop.tolist()}", ValueError)
+        ch, cw = np.broadcast_to(crop[..., 0], n), np.broadcast_to(crop[..., 1], n)
+    ch = np.where(np.asarray(args.batch("crop_h")) != 0, args.batch("crop_h"), ch)
+    cw = np.where(np.asarray(args.batch("crop_w")) != 0, args.batch("crop_w"), cw)
+    none = (ch == 0) & (cw == 0)
+    if none.all():
+        return None
+    bad = (ch < 0) | (cw < 0) | np.isnan(ch) | np.isnan(cw)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise op.error(f"sample {i}: crop size ({ch[i]}, {cw[i]}) is not valid", ValueError, sample=i)
+    h, w = hw[:, 0], hw[:, 1]
+    ch = np.where(ch != 0, np.trunc(ch), h).astype(np.int64)
+    cw = np.where(cw != 0, np.trunc(cw), w).astype(np.int64)
+    bad = ((ch <= 0) | (cw <= 0)) & ~none
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise op.error(f"sample {i}: crop size ({ch[i]}, {cw[i]}) must be positive", ValueError, sample=i)
+    y = place(args.batch("crop_pos_y"), h - ch, rounding)
+    x = place(args.batch("crop_pos_x"), w - cw, rounding)
+    windows = np.stack(np.broadcast_arrays(y, x, ch, cw), axis=1)
+    windows[none] = np.stack([np.zeros(n, np.int64), np.zeros(n, np.int64), h, w], axis=1)[none]
+    return windows
+
+
+def whole_images(hw):
+    """Windows covering each image."""
+    return np.concatenate([np.zeros_like(hw), hw], axis=1)
+
+
+def fit_windows(op, windows, hw, policy):
+    """Windows after the out-of-bounds policy: 'pad' keeps them (the kernel fills what lies
+    outside), 'trim_to_shape' clips them to the image, 'error' names the first sample
+    whose window leaves its image."""
+    y, x, ch, cw = windows.T
+    h, w = hw[:, 0], hw[:, 1]
+    outside = (y < 0) | (x < 0) | (y + ch > h) | (x + cw > w)
+    if policy == "pad" or not outside.any():
+        return windows
+    if policy == "error":
+        i = int(np.argmax(outside))
+        raise op.error(f"sample {i}: the crop window {ch[i]}x{cw[i]} at (y={y[i]}, x={x[i]}) is outside the "
+                       f"{h[i]}x{w[i]} image; use out_of_bounds_policy='pad' or 'trim_to_shape'", ValueError,
+                       sample=i)
+    y0, x0 = np.maximum(y, 0), np.maximum(x, 0)
+    return np.stack([y0, x0, np.minimum(y + ch, h) - y0, np.minimum(x + cw, w) - x0], axis=1)
+
+
+def random_crop_windows(rng, hw, area, aspect, num_attempts):
+    """Random windows for images of sizes `hw`, as DALI's RandomCropGenerator picks them:
+    every attempt of every sample drawn at once from the NumPy generator `rng` (the
+    numbers are torchdali's own), the first attempt that fits taken, DALI's fallback
+    where none does, and uniform anchors."""
+    h, w = hw[:, 0].astype(np.int64), hw[:, 1].astype(np.int64)
+    n = len(h)
+    lo_r, hi_r = float(_F32(aspect[0])), float(_F32(aspect[1]))
+    max_w = np.maximum(1, (h.astype(_F32) * _F32(hi_r)).astype(np.int64))
+    max_h = np.maximum(1, (w.astype(_F32) * (_F32(1) / _F32(lo_r))).astype(np.int64))
+    min_area = (w * h).astype(_F32) * _F32(area[0])
+    too_wide = h * max_w < min_area
+    too_tall = ~too_wide & (w * max_h < min_area)
+    scale = rng.uniform(area[0], area[1], (n, num_attempts))
+    ratio = np.exp(rng.uniform(np.log(lo_r), np.log(hi_r), (n, num_attempts)))
+    target = (scale * (h * w)[:, None]).astype(_F32).astype(np.float64)
+    tw = np.maximum(1, round_half_away(np.sqrt(target * ratio)))
+    th = np.maximum(1, round_half_away(np.sqrt(target / ratio)))
+    r = (tw / th).astype(_F32)
+    fits = (tw <= w[:, None]) & (th <= h[:, None]) & (r >= _F32(lo_r)) & (r <= _F32(hi_r))
+    first = np.argmax(fits, axis=1)
+    ch, cw = th[np.arange(n), first], tw[np.arange(n), first]
+    # DALI's fallback: the whole image (or its widest / tallest allowed part), shrunk to
+    # the largest allowed area, keeping its aspect ratio.
+    none = ~fits.any(axis=1)
+    if none.any():
+        img_r = (w / h).astype(_F32)
+        fh = np.where(img_r > hi_r, h, np.where(img_r < lo_r, max_h, h))
+        fw = np.where(img_r > hi_r, max_w, np.where(img_r < lo_r, w, w))
+        max_area = _F32(area[1]) * w.astype(_F32) * h.astype(_F32)
+        shrink = np.sqrt(np.minimum(1.0, max_area / (fh * fw)))
+        ch = np.where(none, np.maximum(1, (fh * shrink).astype(np.int64)), ch)
+        cw = np.where(none, np.maximum(1, (fw * shrink).astype(np.int64)), cw)
+    ch = np.where(too_wide, h, np.where(too_tall, max_h, ch))
+    cw = np.where(too_wide, max_w, np.where(too_tall, w, cw))
+    y = rng.integers(0, h - ch + 1)
+    x = rng.integers(0, w - cw + 1)
+    return np.stack([y, x, ch, cw], axis=1)
