@@ -1,4 +1,6 @@
 """The Pipeline object: definition styles, arguments, methods and run semantics."""
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -6,6 +8,8 @@ import torch
 import torchdali as dali
 from torchdali import fn, pipeline_def, types
 from torchdali.pipeline import Pipeline
+
+from conftest import requires_cuda
 
 
 def counter_source(calls):
@@ -126,6 +130,49 @@ def test_constructor_arguments_and_properties():
     assert sep.exec_separated and sep.cpu_queue_size == 3 and sep.gpu_queue_size == 2
     with pytest.deprecated_call():
         Pipeline(batch_size=1, num_threads=1, device_id=None, max_streams=4)
+
+
+def _settled(count, expected, timeout=5.0):
+    """Wait until count() reaches `expected` (the runner's threads work ahead), then check
+    that it stays there."""
+    deadline = time.monotonic() + timeout
+    while count() < expected and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)
+    return count()
+
+
+@pytest.mark.parametrize("depth, ahead", [(1, 1), (3, 3), ({"cpu_size": 3, "gpu_size": 1}, 4),
+                                          ({"cpu_size": 1, "gpu_size": 2}, 3)])
+def test_prefetch_queues_bound_how_far_the_pipeline_works_ahead(depth, ahead):
+    calls = []
+
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None, prefetch_queue_depth=depth)
+    def pipe():
+        return fn.external_source(lambda: calls.append(1) or [np.zeros(1, np.float32)] * 2)
+
+    p = pipe()
+    p.run()  # fills the queues: `ahead` batches (both queues when they are separate)
+    assert _settled(lambda: len(calls), ahead) == ahead
+    p.run()
+    assert _settled(lambda: len(calls), ahead + 1) == ahead + 1
+
+
+@requires_cuda
+@pytest.mark.parametrize("depth, gpu_runs", [({"cpu_size": 3, "gpu_size": 1}, 2), ({"cpu_size": 1, "gpu_size": 3}, 4)])
+def test_gpu_size_bounds_the_finished_batches_waiting(depth, gpu_runs):
+    cpu_calls, gpu_calls = [], []
+
+    @pipeline_def(batch_size=2, num_threads=1, device_id=0, prefetch_queue_depth=depth)
+    def pipe():
+        x = fn.external_source(lambda: cpu_calls.append(1) or [np.zeros(1, np.float32)] * 2).gpu()
+        return fn.python_function(x, function=lambda t: gpu_calls.append(1) or t, device="gpu")
+
+    p = pipe()
+    p.run()
+    # CPU: all 4 batches started; GPU: the delivered one and what gpu_size lets wait.
+    assert _settled(lambda: len(cpu_calls), 4) == 4
+    assert _settled(lambda: len(gpu_calls), gpu_runs) == gpu_runs
 
 
 def test_bad_pipeline_configuration():

@@ -10,7 +10,6 @@ import atexit
 import collections
 import concurrent.futures
 import dataclasses
-import queue
 import threading
 import weakref
 
@@ -362,21 +361,26 @@ def _close_runners():
 class AsyncRunner:
     """A CPU-stage thread and a GPU-stage thread working ahead of the caller.
 
-    `schedule()` asks for one more iteration; the CPU thread starts iterations while
-    fewer than requested have started, the GPU thread finishes them in order."""
+    `schedule()` asks for one more iteration. The CPU thread starts iterations while fewer
+    than requested have started and fewer than `cpu_size` wait for (or are in) its stage;
+    the GPU thread finishes them in order while fewer than `gpu_size` finished ones wait
+    for the caller. A pipeline without GPU work finishes its iterations in the CPU thread."""
 
-    def __init__(self, executor):
+    def __init__(self, executor, cpu_size=2, gpu_size=2):
         self.ex = executor
+        self.cpu_size, self.gpu_size = cpu_size, gpu_size
         self.lock = threading.Condition()
-        self.requested = self.started = self.finished = self.delivered = 0
+        self.requested = self.started = self.taken = self.finished = self.delivered = 0
         self.halt = None  # the StopIteration or error that stopped the CPU thread
         self.closing = False
-        self.cpu_done = queue.Queue()
+        self.cpu_done = collections.deque()
         self.ready = collections.deque()
         self.cpu_thread = threading.Thread(target=self._cpu_loop, daemon=True, name="torchdali-cpu")
-        self.gpu_thread = threading.Thread(target=self._gpu_loop, daemon=True, name="torchdali-gpu")
         self.cpu_thread.start()
-        self.gpu_thread.start()
+        self.gpu_thread = None
+        if executor.uses_gpu:
+            self.gpu_thread = threading.Thread(target=self._gpu_loop, daemon=True, name="torchdali-gpu")
+            self.gpu_thread.start()
         _LIVE_RUNNERS.add(self)
 
     def schedule(self):
@@ -384,30 +388,50 @@ class AsyncRunner:
             self.requested += 1
             self.lock.notify_all()
 
+    def _may_start(self):
+        return self.halt is None and self.started < self.requested and self.started - self.taken < self.cpu_size
+
     def _cpu_loop(self):
         while True:
             with self.lock:
-                while not self.closing and (self.halt is not None or self.started >= self.requested):
+                while not self.closing and not self._may_start():
                     self.lock.wait()
                 if self.closing:
                     return
                 self.started += 1
             try:
                 item = self.ex.run_cpu_stage()
+                if self.gpu_thread is None:
+                    item = self.ex.run_gpu_stage(item)
             except BaseException as e:
                 item = _Failure(e)
                 with self.lock:
                     self.halt = _Halt(e)
-            self.cpu_done.put(item)
+            with self.lock:
+                if self.gpu_thread is None:
+                    self.taken += 1
+                    self._finish(item)
+                else:
+                    self.cpu_done.append(item)
+                    self.lock.notify_all()
             item = None  # a waiting thread must not keep a failure (and its traceback) alive
 
+    def _finish(self, item):
+        self.finished += 1
+        self.ready.append(item)
+        self.lock.notify_all()
+
     def _gpu_loop(self):
-        if self.ex.cuda_device is not None:
-            torch.cuda.set_device(self.ex.cuda_device)
+        torch.cuda.set_device(self.ex.cuda_device)
         while True:
-            item = self.cpu_done.get()
-            if item is None:
-                return
+            with self.lock:
+                while not self.closing and not (self.cpu_done and self.finished - self.delivered < self.gpu_size):
+                    self.lock.wait()
+                if self.closing:
+                    return
+                item = self.cpu_done.popleft()
+                self.taken += 1
+                self.lock.notify_all()
             if not isinstance(item, _Failure):
                 try:
                     item = self.ex.run_gpu_stage(item)
@@ -416,9 +440,7 @@ class AsyncRunner:
                     with self.lock:
                         self.halt = _Halt(e)
             with self.lock:
-                self.finished += 1
-                self.ready.append(item)
-                self.lock.notify_all()
+                self._finish(item)
             item = None
 
     def next(self):
@@ -431,6 +453,7 @@ class AsyncRunner:
                     return _Failure(self.halt.error())
                 self.lock.wait()
             self.delivered += 1
+            self.lock.notify_all()  # the GPU thread may finish one more
             return self.ready.popleft()
 
     def undelivered(self):
@@ -445,7 +468,7 @@ class AsyncRunner:
             while self.finished < self.started:
                 self.lock.wait()
             self.ready.clear()
-            self.requested = self.started = self.finished = self.delivered = 0
+            self.requested = self.started = self.taken = self.finished = self.delivered = 0
             self.halt = None
             self.lock.notify_all()
 
@@ -453,6 +476,6 @@ class AsyncRunner:
         with self.lock:
             self.closing = True
             self.lock.notify_all()
-        self.cpu_done.put(None)
-        self.cpu_thread.join(timeout=5)
-        self.gpu_thread.join(timeout=5)
+        for thread in (self.cpu_thread, self.gpu_thread):
+            if thread is not None:
+                thread.join(timeout=5)

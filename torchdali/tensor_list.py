@@ -68,10 +68,11 @@ class TensorList:
             return np.broadcast_to(np.array(self._dense.shape[1:], np.int64), (len(self), self._dense.dim() - 1))
         if not self._samples:
             return np.zeros((0, 0), np.int64)
-        ndims = {s.dim() for s in self._samples}
-        if len(ndims) > 1:
-            raise ValueError(f"the samples differ in their number of dims ({sorted(ndims)})")
-        return np.array([s.shape for s in self._samples], np.int64).reshape(len(self._samples), -1)
+        try:
+            return np.array([s.shape for s in self._samples], np.int64).reshape(len(self._samples), -1)
+        except ValueError:  # ragged: the samples differ in ndim
+            ndims = sorted({s.dim() for s in self._samples})
+            raise ValueError(f"the samples differ in their number of dims ({ndims})") from None
 
     def dense_tensor(self):
         """The batch as one [N, ...] tensor when it is held as one (no stacking), else None."""
@@ -225,10 +226,22 @@ def to_torch_samples(data, operator="", arg="data"):
         dense = data.dense_tensor()
         return dense if dense is not None else data.as_torch_list()
     if isinstance(data, (list, tuple)):
-        return [to_torch_array(x, operator, arg) for x in data]
+        return _plain_arrays(data) or [to_torch_array(x, operator, arg) for x in data]
     if type(data).__name__ == "PyCapsule":  # a DLPack capsule holds a whole batch
         return torch.utils.dlpack.from_dlpack(data)
     return to_torch_array(data, operator, arg)
+
+
+def _plain_arrays(data):
+    """The common case of a list source, fast: writeable C-contiguous NumPy arrays of numbers
+    (at least 1D), shared with torch; None for anything else."""
+    out = []
+    for x in data:
+        if type(x) is not np.ndarray or not x.ndim or x.dtype.hasobject or \
+                not (x.flags.c_contiguous and x.flags.writeable):
+            return None
+        out.append(torch.from_numpy(x))
+    return out
 
 
 def to_torch_array(x, operator="", arg="data"):

@@ -299,7 +299,7 @@ def map_samples(fn, samples, ctx, parallel=True):
     scheduling than a small decode or read)."""
     n = len(samples)
     pool = ctx.thread_pool
-    if not parallel or n <= 1 or pool is None:
+    if not parallel or n <= 1 or pool is None or ctx.num_threads <= 1:
         return [fn(i, s) for i, s in enumerate(samples)]
     chunks = min(n, ctx.num_threads)
     bounds = [n * k // chunks for k in range(chunks + 1)]

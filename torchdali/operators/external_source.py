@@ -10,7 +10,7 @@ from ..schema import ANY, BOOL, INT, Arg, register
 from ..tensor_list import TensorList, to_torch_samples
 from ..workers import SourceSpec
 from ..workers.source import batch_where, sample_where, source_failure
-from .base import Operator
+from .base import BatchSpec, Operator
 
 _CYCLE = (False, True, "quiet", "raise")
 
@@ -253,7 +253,10 @@ class ExternalSource(Operator):
         if isinstance(samples, torch.Tensor):
             metas = [(samples.dtype, samples.dim() - 1)] if len(samples) else []
         else:
-            metas = [(s.dtype, s.dim()) for s in samples]
+            metas = {(s.dtype, s.dim()) for s in samples}
+            if len(metas) == 1 and self._fits(*next(iter(metas)), dtype, ndim, layout):
+                return
+            metas = [(s.dtype, s.dim()) for s in samples]  # find the first sample that differs
         for i, (sample_dtype, sample_ndim) in enumerate(metas):
             if dtype is not None and sample_dtype != dtype:
                 raise self.error(f"output {k} sample {i} has type "
@@ -265,6 +268,18 @@ class ExternalSource(Operator):
             if layout and len(layout) != sample_ndim:
                 raise self.error(f"layout '{layout}' does not "
                                  f"match sample {i} with {sample_ndim} dimensions", ValueError)
+
+    @staticmethod
+    def _fits(sample_dtype, sample_ndim, dtype, ndim, layout):
+        return (dtype is None or sample_dtype == dtype) and (ndim is None or sample_ndim == ndim) and \
+            (not layout or len(layout) == sample_ndim)
+
+    def plan(self, inputs):
+        """Outputs as declared (dtype, ndim, layout); what is not declared comes with the data."""
+        device = "cpu" if self.spec.device == "cpu" else "gpu"
+        return [BatchSpec(device, dtype, ndim if ndim is not None else (len(layout) if layout else None),
+                          layout or None)
+                for dtype, ndim, layout in zip(self.dtypes, self.ndims, self.layouts)], self.run
 
     def reset(self):
         if self.worker is not None:

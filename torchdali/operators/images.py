@@ -59,12 +59,14 @@ def image_batch(op, batch, dtypes=IMAGE_DTYPES):
     if not samples:
         return ImageBatch([], chw, np.zeros((0, 2), np.int64), np.zeros(0, np.int64))
     dense = batch.dense_tensor()
-    ndims = np.array([dense.dim() - 1] if dense is not None else [s.dim() for s in samples])
-    if (ndims != 3).any():
-        i = int(np.argmax(ndims != 3))
+    try:
+        shapes = batch.sample_shapes()
+    except ValueError:  # samples of different ndim
+        shapes = np.zeros((len(samples), 0), np.int64)
+    if shapes.shape[1] != 3:
+        i = next(i for i, s in enumerate(samples) if s.dim() != 3)
         raise op.error(f"sample {i} has shape {tuple(samples[i].shape)}; expected {layout} images ({_NOT_2D})",
                        ValueError, sample=i)
-    shapes = batch.sample_shapes()
     dtype = dense.dtype if dense is not None else samples[0].dtype
     if dtype not in dtypes:
         raise _dtype_error(op, dtype)

@@ -6,7 +6,7 @@ import torch
 from .. import schema
 from ..schema import ANY, DTYPE, STR, Arg, register
 from ..tensor_list import TensorList, to_torch_array
-from .base import Operator
+from .base import BatchSpec, Operator
 
 
 @register("_constant", devices=("cpu",), args=[Arg("value", ANY, schema.REQUIRED, "The constant.")],
@@ -37,17 +37,43 @@ class Constant(Operator):
 
 @register("_to_gpu", devices=("mixed",), inputs=(1, 1), internal=True)
 class ToGpu(Operator):
-    """Copy a CPU batch to the GPU (`DataNode.gpu()`), as one transfer when dense."""
+    """Copy a CPU batch to the GPU (`DataNode.gpu()`) in one transfer: the samples are
+    gathered into one pinned buffer (a dense batch when they share a shape, else views of
+    one flat buffer)."""
 
-    def run(self, inputs, args, ctx):
+    def plan(self, inputs):
+        spec = inputs[0]
+        return [BatchSpec("gpu", spec.dtype, spec.ndim, spec.layout)], self.step
+
+    def step(self, inputs, args, ctx):
         batch = inputs[0]
-        dev = ctx.cuda_device
-        if batch.is_dense_tensor() and len(batch):
-            dense = batch.as_torch()
-            out = dense.pin_memory().to(dev, non_blocking=True)
-            return [TensorList.make(out, batch.layout(), device="gpu", source_info=batch.source_info)]
-        samples = [s.pin_memory().to(dev, non_blocking=True) for s in batch.as_torch_list()]
-        return [TensorList.make(samples, batch.layout(), device="gpu", source_info=batch.source_info)]
+        out = _upload(batch, ctx.cuda_device) if len(batch) else []
+        return [TensorList.make(out, batch.layout(), device="gpu", source_info=batch.source_info)]
+
+
+def _upload(batch, device):
+    """The batch's samples on `device`: one dense tensor, or views of one flat buffer."""
+    dense = batch.dense_tensor()
+    if dense is not None:
+        return (dense if dense.is_pinned() else dense.pin_memory()).to(device, non_blocking=True)
+    samples = batch.as_torch_list()
+    dtypes = {s.dtype for s in samples}
+    try:
+        shapes = batch.sample_shapes()
+    except ValueError:  # samples of different ndim: one copy each
+        return [s.pin_memory().to(device, non_blocking=True) for s in samples]
+    if len(dtypes) > 1:
+        return [s.pin_memory().to(device, non_blocking=True) for s in samples]
+    dtype = samples[0].dtype
+    if (shapes == shapes[0]).all():
+        staged = torch.empty((len(samples),) + tuple(shapes[0].tolist()), dtype=dtype, pin_memory=True)
+        torch.stack(samples, out=staged)
+        return staged.to(device, non_blocking=True)
+    sizes = shapes.prod(axis=1).tolist()
+    staged = torch.empty(sum(sizes), dtype=dtype, pin_memory=True)
+    torch.cat([s.reshape(-1) for s in samples], out=staged)
+    flat = staged.to(device, non_blocking=True)
+    return [part.view(shape) for part, shape in zip(flat.split(sizes), shapes.tolist())]
 
 
 @register("_shapes", devices=("cpu", "gpu"), inputs=(1, 1), internal=True,

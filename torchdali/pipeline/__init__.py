@@ -297,7 +297,7 @@ class Pipeline:
         self._executor = Executor(self, outputs, self._sinks)
         self._attach_py_workers()
         if self._exec_async and self._exec_pipelined:
-            self._runner = AsyncRunner(self._executor)
+            self._runner = AsyncRunner(self._executor, self._cpu_queue, self._gpu_queue)
         else:
             self._runner = SyncRunner(self._executor)
         self._built = True
@@ -317,7 +317,9 @@ class Pipeline:
         self.build()
         if self._first_run:
             self._first_run = False
-            depth = max(self._cpu_queue, self._gpu_queue) if self._exec_pipelined else 1
+            # Separate queues: the CPU stage's buffers, then the GPU stage's, all filled.
+            depth = (self._cpu_queue + self._gpu_queue if self.exec_separated else self._cpu_queue) \
+                if self._exec_pipelined else 1
             for _ in range(depth):
                 self._runner.schedule()
         else:
