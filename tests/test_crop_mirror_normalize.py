@@ -25,6 +25,9 @@ CASES = {
                        output_layout="HWC"),
     "trim_policy": dict(crop=(20, 30), out_of_bounds_policy="trim_to_shape", crop_pos_x=1.0),
     "legacy_output_dtype": dict(crop=(4, 4), output_dtype=types.FLOAT, image_type=types.RGB),
+    # float64 ties: 0.7 * 25 (sample 1's rows) and 0.7 * 5 (its columns) are 17.5 and 3.5,
+    # but 17 and 3 with the position as a float32, as DALI takes it.
+    "float32_anchor_ties": dict(crop=(6, 4), crop_pos_y=0.7, crop_pos_x=0.7, output_layout="HWC"),
 }
 
 
@@ -49,8 +52,11 @@ def reference(img, crop=None, crop_pos_x=0.5, crop_pos_y=0.5, mirror=False, mean
               out_of_bounds_policy="error", fill_values=(0.0,), output_dtype=None, image_type=None):
     h, w, c = img.shape
     ch, cw = crop if crop else (h, w)
-    y = int(np.copysign(np.floor(abs(crop_pos_y * (h - ch)) + 0.5), crop_pos_y * (h - ch)))
-    x = int(np.copysign(np.floor(abs(crop_pos_x * (w - cw)) + 0.5), crop_pos_x * (w - cw)))
+    # As DALI: the position as a float32 (0.7 * 195 = 136.5 but float32(0.7) * 195 = 136.499998),
+    # rounded half away from zero.
+    ay, ax = (float(np.float32(pos)) * room for pos, room in ((crop_pos_y, h - ch), (crop_pos_x, w - cw)))
+    y = int(np.copysign(np.floor(abs(ay) + 0.5), ay))
+    x = int(np.copysign(np.floor(abs(ax) + 0.5), ax))
     if out_of_bounds_policy == "trim_to_shape":
         y0, x0 = max(y, 0), max(x, 0)
         ch, cw, y, x = min(y + ch, h) - y0, min(x + cw, w) - x0, y0, x0
@@ -121,6 +127,24 @@ def test_fill_values_and_chw_input_against_dali(case):
     for a, b in zip(ours, theirs):
         assert a.shape == b.shape and a.dtype == b.dtype
         np.testing.assert_allclose(a.astype(np.float64), b.astype(np.float64), atol=1e-5)
+
+
+@pytest.mark.parametrize("lib", ["torchdali", "dali"])
+def test_anchor_is_computed_in_float32_as_dali(lib):
+    # crop 128 rows of 323 at 0.7: 0.7 * 195 is 136.5 in float64, 136.49998 in float32 (row 136).
+    lib = torchdali if lib == "torchdali" else dali_or_skip()
+    rows = np.arange(323, dtype=np.uint8)[:, None, None].repeat(100, 1).repeat(3, 2)
+
+    @lib.pipeline_def(batch_size=1, num_threads=1, device_id=None)
+    def pipe():
+        x = lib.fn.external_source(lambda: [rows], layout="HWC")
+        return lib.fn.crop_mirror_normalize(x, crop=(128, 96), crop_pos_y=0.7, dtype=lib.types.UINT8,
+                                            output_layout="HWC")
+
+    p = pipe()
+    p.build()
+    (out,) = as_numpy_batch(p.run()[0])
+    assert out[0, 0, 0] == 136
 
 
 def test_deprecated_arguments_warn():

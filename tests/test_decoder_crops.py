@@ -74,13 +74,16 @@ def numpy_crop(img, ch, cw, px=0.5, py=0.5, rounding="round"):
     h, w = img.shape[:2]
     ch, cw = int(ch), int(cw)
     r = round_half_away if rounding == "round" else math.trunc
-    y, x = r(py * (h - ch)), r(px * (w - cw))
+    # DALI takes the position as a float32: 0.53 * 50 is 26.5, float32(0.53) * 50 is 26.4999988.
+    y, x = r(float(F32(py)) * (h - ch)), r(float(F32(px)) * (w - cw))
     return img[y:y + ch, x:x + cw]
 
 
 F32 = np.float32
 POS_X = [F32(v) for v in (0.0, 0.3, 1.0, 0.5, 0.75)]
 POS_Y = [F32(v) for v in (0.9, 0.5, 0.2, 0.0, 1.0)]
+TIES_X = [F32(v) for v in (0.9, 0.9, 0.35, 0.5, 0.7)]
+TIES_Y = [F32(v) for v in (0.5, 0.5, 0.53, 0.5, 0.5)]
 CROP_CASES = [
     # name, kwargs, argument inputs, expected window as (crop_h, crop_w, pos_x, pos_y, rounding) per sample
     ("center", dict(crop=(20, 11)), {}, lambda i: (20, 11, 0.5, 0.5, "round")),
@@ -91,6 +94,12 @@ CROP_CASES = [
      lambda i: (20, 11, 0.3, 0.8, "truncate")),
     ("per_sample", dict(crop=(21, 13)), dict(crop_pos_x=POS_X, crop_pos_y=POS_Y),
      lambda i: (21, 13, POS_X[i], POS_Y[i], "round")),
+    # Anchors on a float64 tie: sample 2's 0.53 * 50 and sample 0's 0.9 * 45 are 26.5 and
+    # 40.5, but a float32 position makes them 26 and 40 (float64 would give 27 and 41).
+    ("float32_anchor_ties", dict(crop=(11, 5), crop_pos_x=0.9, crop_pos_y=0.53), {},
+     lambda i: (11, 5, 0.9, 0.53, "round")),
+    ("float32_anchor_ties_per_sample", dict(crop=(11, 5)), dict(crop_pos_x=TIES_X, crop_pos_y=TIES_Y),
+     lambda i: (11, 5, TIES_X[i], TIES_Y[i], "round")),
 ]
 
 

@@ -75,7 +75,8 @@ def crop_reference(img, crop, pos=(0.5, 0.5), policy="error", fill=(0.0,), round
     h, w, c = img.shape
     ch, cw = crop
     conv = (lambda v: np.floor(v + 0.5) if v >= 0 else -np.floor(-v + 0.5)) if rounding == "round" else np.trunc
-    y, x = int(conv(pos[0] * (h - ch))), int(conv(pos[1] * (w - cw)))
+    # The position as a float32, as DALI takes it: truncate(0.7 * 10) is 7, but 6 this way.
+    y, x = int(conv(float(np.float32(pos[0])) * (h - ch))), int(conv(float(np.float32(pos[1])) * (w - cw)))
     if policy == "trim_to_shape":
         y0, x0 = max(y, 0), max(x, 0)
         ch, cw, y, x = min(y + ch, h) - y0, min(x + cw, w) - x0, y0, x0
@@ -206,6 +207,10 @@ DALI_CASES = [
     ("crop_trim", {}, dict(crop=(20, 30), out_of_bounds_policy="trim_to_shape", rounding="truncate",
                            crop_pos_y=0.3)),
     ("crop_sizes", {}, dict(crop=(4.6, 5.5), out_of_bounds_policy="pad", dtype=types.FLOAT)),
+    # Anchors on float64 ties: 0.7 * 15 rows is 10.5 (11), and 0.7 * 30 rows truncates to 21, but
+    # DALI takes the position as a float32: row 10, row 20.
+    ("crop_ties", {}, dict(crop=(2, 2), crop_pos_x=0.7, crop_pos_y=0.7, out_of_bounds_policy="pad")),
+    ("crop_ties_truncate", {}, dict(crop=(1, 1), crop_pos_x=0.7, crop_pos_y=0.7, rounding="truncate")),
     ("crop_chw_f16", {"dtype": np.float16}, dict(layout="CHW", crop=(3, 1), out_of_bounds_policy="pad")),
     ("transpose", {}, dict(perm=[2, 0, 1])),
     ("transpose_default", {"dtype": np.float32}, dict()),

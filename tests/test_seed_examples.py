@@ -131,6 +131,47 @@ def test_003_simple_and_shuffled_pipeline(image_dir, shuffle):
         assert np.array(labels_tensor).ravel().tolist() == [0] * 8
 
 
+class RandomRotatedSimplePipeline(Pipeline):
+    """Seed 003's random rotation: ops.Rotate() made without an angle, given one per sample
+    at call time from ops.Uniform."""
+
+    def __init__(self, batch_size, num_threads, device_id, image_dir, gpu=False):
+        super(RandomRotatedSimplePipeline, self).__init__(batch_size, num_threads, device_id, seed=12)
+        self.input = ops.FileReader(file_root=image_dir, random_shuffle=True, initial_fill=21)
+        self.decode = ops.ImageDecoder(device='cpu', output_type=types.RGB)
+        self.rotate = ops.Rotate(device="gpu") if gpu else ops.Rotate()
+        self.rng = ops.Uniform(range=(-10.0, 10.0))
+        self.gpu = gpu
+
+    def define_graph(self):
+        jpegs, labels = self.input()
+        images = self.decode(jpegs)
+        angle = self.rng()
+        rotated_images = self.rotate(images.gpu() if self.gpu else images, angle=angle)
+        return (rotated_images, labels)
+
+
+@pytest.mark.parametrize("gpu", [False, pytest.param(True, marks=requires_cuda)], ids=["cpu", "gpu"])
+def test_003_random_rotation_with_the_angle_given_at_call_time(image_dir, gpu):
+    pipe = RandomRotatedSimplePipeline(4, 1, 0 if gpu else None, image_dir, gpu)
+    pipe.build()
+    images, labels = pipe.run()
+    assert type(images).__name__ == ("TensorListGPU" if gpu else "TensorListCPU") and len(labels) == 4
+    # Rotated by a few degrees with keep_size off: each image grows a little.
+    assert all(images.at(j).shape[2] == 3 for j in range(4))
+
+
+def test_003_a_required_argument_missing_at_call_time_is_still_an_error(image_dir):
+    rotate = ops.Rotate()  # the angle may still come when it is called
+
+    class NoAngle(Pipeline):
+        def define_graph(self):
+            return rotate(fn.external_source(lambda: [np.zeros((4, 4, 3), np.uint8)] * 2, layout="HWC"))
+
+    with pytest.raises(TypeError, match="rotate: argument 'angle' is required"):
+        NoAngle(batch_size=2, num_threads=1, device_id=None).build()
+
+
 @requires_cuda
 def test_003_hybrid_pipeline(image_dir):
     class HybridPipeline(Pipeline):

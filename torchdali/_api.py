@@ -22,7 +22,8 @@ def make_ops_class(op_schema, class_name):
         for name, value in zip(op_schema.positional_args, args):
             kwargs[name] = value
         constants = {k: v for k, v in kwargs.items() if not hasattr(v, "source")}
-        op_schema.check_args(constants, arg_inputs=[k for k in kwargs if k not in constants])
+        # Required arguments may come at call time (as constants or argument inputs).
+        op_schema.check_args(constants, arg_inputs=[k for k in kwargs if k not in constants], partial=True)
         self._kwargs = kwargs
 
     def __call__(self, *inputs, **kwargs):

@@ -171,9 +171,11 @@ class OpSchema:
     def error(self, msg, cls=ValueError):
         return cls(f"{self.name}: {msg}")
 
-    def check_args(self, kwargs, arg_inputs=()):
+    def check_args(self, kwargs, arg_inputs=(), partial=False):
         """Convert and validate constant keyword arguments; returns the full argument
-        dict with defaults. `arg_inputs` names arguments given as DataNodes."""
+        dict with defaults. `arg_inputs` names arguments given as DataNodes. `partial`:
+        some arguments may still come (an ops.* object's call), so a missing required one
+        is not an error yet."""
         out = {}
         for key in kwargs:
             if key in self.deprecated_args:
@@ -204,7 +206,7 @@ class OpSchema:
                 out[name] = None
                 continue
             if name not in kwargs or kwargs[name] is None and arg.default is not REQUIRED:
-                if arg.required and name not in kwargs:
+                if arg.required and name not in kwargs and not partial:
                     raise TypeError(f"{self.name}: argument '{name}' is required")
                 out[name] = arg.default
                 continue

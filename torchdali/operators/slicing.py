@@ -4,7 +4,6 @@ arguments (absolute or relative), with DALI's rounding and out-of-bounds policie
 HWC uint8 batches sliced on H and W only run the `torchdali::crop_mirror_normalize`
 kernel (one call per window size, exact for uint8); every other case is torch's narrow,
 index_select and copy per sample into one dense batch when the window shapes agree."""
-import math
 
 import numpy as np
 import torch
@@ -14,6 +13,7 @@ from ..schema import BOOL, DTYPE, FLOATS, INTS, LAYOUT, STR, Arg, register
 from ..tensor_list import TensorList
 from .base import Operator
 from .crop import cast_fill
+from .windows import round_half_away
 
 _F32 = np.float32
 _PAD = ("pad", "constant")
@@ -38,14 +38,6 @@ SLICE_ARGS = [
         "(integer inputs are always absolute)."),
     Arg("normalized_shape", BOOL, True, "Floating-point shape inputs are fractions of the extents."),
 ]
-
-
-def llround(v):
-    """C's llround: to the nearest integer, halves away from zero (exact for all doubles)."""
-    a = abs(v)
-    r = math.floor(a)
-    r += 1 if a - r >= 0.5 else 0
-    return int(r) if v >= 0 else -int(r)
 
 
 class SliceWindows:
@@ -117,8 +109,8 @@ class SliceWindows:
             if hi < lo:
                 raise self.op.error(f"sample {i}: the slice ends before it starts on axis {d} "
                                     f"(start {lo}, end {hi})", ValueError)
-            out_anchor[d] = llround(lo)
-            out_shape[d] = llround(hi) - out_anchor[d]
+            out_anchor[d] = round_half_away(lo)
+            out_shape[d] = round_half_away(hi) - out_anchor[d]
         return out_anchor, out_shape
 
     def _values(self, i, args, name, count):

@@ -1,23 +1,35 @@
 """Crop windows for a whole batch at once, as DALI places them: fixed windows at
-`crop_pos * (size - crop)` (float32 arithmetic, then rounded or truncated), and random
+`crop_pos * (size - crop)` (the position as a float32, then rounded or truncated), and random
 windows as DALI's RandomCropGenerator draws them (log-uniform aspect ratio, uniform area,
 `num_attempts` tries, then its fallback). A window is a row (y, x, h, w) of an [N, 4]
 int64 array; image sizes come as an [N, 2] array of (height, width)."""
+import math
+
 import numpy as np
 
 _F32 = np.float32
 
 
 def round_half_away(v):
-    """Round to the nearest integer, halves away from zero (C's round/roundf), as int64."""
-    v = np.asarray(v, np.float64)
-    return (np.sign(v) * np.floor(np.abs(v) + 0.5)).astype(np.int64)
+    """Round to the nearest integer, halves away from zero, as C's round / llround do, and
+    exactly for every double (0.49999999999999994 stays 0): a Python int for a scalar, an
+    int64 array for an array."""
+    if np.ndim(v) == 0:
+        a = abs(v)
+        r = math.floor(a)
+        r += 1 if a - r >= 0.5 else 0
+        return int(r) if v >= 0 else -int(r)
+    a = np.abs(np.asarray(v, np.float64))
+    r = np.floor(a)
+    r += (a - r) >= 0.5
+    return (np.sign(v) * r).astype(np.int64)
 
 
 def place(pos, room, rounding="round"):
-    """DALI's anchor: float32(pos) * float32(room), rounded half away from zero (or
-    truncated), e.g. 0.7 * 195 = 136.49999 in float32, so row 136."""
-    v = _F32(pos) * np.asarray(room, _F32)
+    """DALI's anchor: the position as a float32, times the room (exact in float64), rounded
+    half away from zero (or truncated): 0.7 * 195 is 136.5 in float64 but
+    float32(0.7) * 195 = 136.499998, so row 136."""
+    v = np.asarray(pos, _F32).astype(np.float64) * np.asarray(room, np.float64)
     return round_half_away(v) if rounding == "round" else np.trunc(v).astype(np.int64)
 
 
