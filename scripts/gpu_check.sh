@@ -2,7 +2,9 @@
 # On a GPU machine with torch/torchvision installed (no venv): build the extension for the
 # local GPU and run the tests, compute-sanitizer over the CUDA kernel tests, and the
 # benchmarks. Logs go to ${OUT:-/tmp/gpu_check}.
-#   bash scripts/gpu_check.sh [build] [tests] [sanitize] [bench]   (default: all four)
+#   bash scripts/gpu_check.sh [build] [tests] [sanitize] [bench] [chain] [profile]
+#   (default: the first four; chain = benchmarks/chain.py, profile = the train stage's
+#   profile on the GPU path)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/gpu_check}
@@ -24,6 +26,8 @@ for step in $steps; do
                 -p no:cacheprovider -k "cuda or gpu or mixed" tests > "$out/sanitize.log" 2>&1 ;;
     bench) { python3 benchmarks/kernels.py && python3 -m torchdali.bench --device all --json "$out/bench.json"; } \
              > "$out/bench.log" 2>&1 ;;
+    chain) python3 benchmarks/chain.py --threads 2 > "$out/chain.log" 2>&1 ;;
+    profile) python3 benchmarks/profile_pipeline.py --device gpu --batch-size 256 > "$out/profile.log" 2>&1 ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
   rc=$?

@@ -163,9 +163,9 @@ def test_prefetch_queues_bound_how_far_the_pipeline_works_ahead(depth, ahead):
 def test_gpu_size_bounds_the_finished_batches_waiting(depth, gpu_runs):
     cpu_calls, gpu_calls = [], []
 
-    @pipeline_def(batch_size=2, num_threads=1, device_id=0, prefetch_queue_depth=depth)
-    def pipe():
-        x = fn.external_source(lambda: cpu_calls.append(1) or [np.zeros(1, np.float32)] * 2).gpu()
+    @pipeline_def(batch_size=1, num_threads=1, device_id=0, prefetch_queue_depth=depth)
+    def pipe():  # one sample a batch: the (per-sample) python_function runs once a batch
+        x = fn.external_source(lambda: cpu_calls.append(1) or [np.zeros(1, np.float32)]).gpu()
         return fn.python_function(x, function=lambda t: gpu_calls.append(1) or t, device="gpu")
 
     p = pipe()

@@ -372,7 +372,7 @@ class AsyncRunner:
         self.lock = threading.Condition()
         self.requested = self.started = self.taken = self.finished = self.delivered = 0
         self.halt = None  # the StopIteration or error that stopped the CPU thread
-        self.closing = False
+        self.closing = self.draining = False
         self.cpu_done = collections.deque()
         self.ready = collections.deque()
         self.cpu_thread = threading.Thread(target=self._cpu_loop, daemon=True, name="torchdali-cpu")
@@ -425,7 +425,8 @@ class AsyncRunner:
         torch.cuda.set_device(self.ex.cuda_device)
         while True:
             with self.lock:
-                while not self.closing and not (self.cpu_done and self.finished - self.delivered < self.gpu_size):
+                while not self.closing and not (self.cpu_done and (self.draining or
+                                                                    self.finished - self.delivered < self.gpu_size)):
                     self.lock.wait()
                 if self.closing:
                     return
@@ -465,8 +466,11 @@ class AsyncRunner:
         """Drop everything scheduled or in flight and resume (reset())."""
         with self.lock:
             self.requested = self.started  # start nothing new
+            self.draining = True  # finish what started, however many wait
+            self.lock.notify_all()
             while self.finished < self.started:
                 self.lock.wait()
+            self.draining = False
             self.ready.clear()
             self.requested = self.started = self.taken = self.finished = self.delivered = 0
             self.halt = None
