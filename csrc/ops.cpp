@@ -88,4 +88,9 @@ TORCH_LIBRARY(torchdali, m) {
   // intra-op threads. A file that cannot be opened or read fails the call with its path and
   // the reason. Serves readers.file.
   m.def("read_files(str[] paths) -> Tensor[]");
+  // Reads the headers of encoded files (1-D uint8 CPU tensors): one int64 row per file of
+  // (is a JPEG, ends with its EOI marker, EXIF orientation 1-8, chroma subsampled, height,
+  // width), from the marker segments before the image data; a field not found keeps its
+  // default (1, 1, 0, 0). Parsed on the intra-op threads. Serves the image decoders.
+  m.def("jpeg_headers(Tensor[] data) -> Tensor");
 }

@@ -82,3 +82,99 @@ def test_torch_compile_fullgraph(files):
     torch._dynamo.reset()
     got = torch.compile(f, fullgraph=True, backend="aot_eager")(files)
     assert [int(x) for x in got] == [int(t.sum(dtype=torch.int64)) for t in read_files(files)]
+
+
+# --- torchdali::jpeg_headers against a plain Python parser -------------------------------
+
+def reference_header(buf):
+    """(is_jpeg, complete, orientation, subsampled, height, width) of encoded bytes, read as
+    the JPEG standard lays out the marker segments (the decoders' former Python parser)."""
+    if buf[:3] != b"\xff\xd8\xff":
+        return (0, 0, 1, 1, 0, 0)
+    complete = int(b"\xff\xd9" in buf[-64:])
+    orientation, subsampled, height, width = 1, 1, 0, 0
+    pos = 2
+    while pos + 4 <= len(buf) and buf[pos] == 0xFF:
+        marker, length = buf[pos + 1], int.from_bytes(buf[pos + 2:pos + 4], "big")
+        if marker == 0xDA:
+            break
+        seg = buf[pos + 4:pos + 2 + length]
+        if marker == 0xE1 and seg[:6] == b"Exif\0\0" and orientation == 1:
+            orientation = reference_orientation(seg[6:])
+        elif 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC) and len(seg) >= 6:
+            height, width = int.from_bytes(seg[1:3], "big"), int.from_bytes(seg[3:5], "big")
+            factors = {seg[7 + 3 * k] for k in range(seg[5]) if 8 + 3 * k <= len(seg)}
+            subsampled = int(len(factors) > 1)
+        pos += 2 + length
+    return (1, complete, orientation, subsampled, height, width)
+
+
+def reference_orientation(tiff):
+    order = {b"II": "little", b"MM": "big"}.get(tiff[:2])
+    if order is None or len(tiff) < 8:
+        return 1
+    ifd = int.from_bytes(tiff[4:8], order)
+    count = int.from_bytes(tiff[ifd:ifd + 2], order) if ifd + 2 <= len(tiff) else 0
+    for k in range(count):
+        entry = tiff[ifd + 2 + 12 * k:ifd + 14 + 12 * k]
+        if len(entry) == 12 and int.from_bytes(entry[:2], order) == 0x0112:
+            value = int.from_bytes(entry[8:10], order)
+            return value if 1 <= value <= 8 else 1
+    return 1
+
+
+def jpeg_bytes(h, w, seed, **save_args):
+    import io
+    import numpy as np
+    from PIL import Image
+    rgb = np.random.default_rng(seed).integers(0, 256, (h, w, 3), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(rgb).save(buf, "JPEG", **save_args)
+    return buf.getvalue()
+
+
+def exif_args(orientation, order="big"):
+    """An EXIF block holding only the orientation tag, in either TIFF byte order."""
+    def n(v, size):
+        return v.to_bytes(size, order)
+    entry = n(0x0112, 2) + n(3, 2) + n(1, 4) + n(orientation, 2) + b"\0\0"  # SHORT, one value
+    tiff = (b"II*\0" if order == "little" else b"MM\0*") + n(8, 4) + n(1, 2) + entry + n(0, 4)
+    return dict(exif=b"Exif\0\0" + tiff)
+
+
+def test_jpeg_headers_match_the_reference_on_real_and_damaged_files():
+    from torchdali.kernels.io import JPEG_FIELDS, jpeg_headers
+    gen = torch.Generator().manual_seed(1)
+    files = [jpeg_bytes(13, 29, 0), jpeg_bytes(40, 17, 1, subsampling=0), jpeg_bytes(9, 9, 2, progressive=True),
+             jpeg_bytes(31, 22, 3, **exif_args(6)), jpeg_bytes(8, 35, 4, **exif_args(3)),
+             jpeg_bytes(5, 7, 5, subsampling=1), b"", b"\xff", b"\xff\xd8", b"\x89PNG\r\n\x1a\n" + b"\0" * 30]
+    damaged = []
+    for blob in files[:6]:  # cut at random places, random bytes written over the headers
+        for _ in range(12):
+            cut = int(torch.randint(0, len(blob) + 1, (1,), generator=gen))
+            damaged.append(blob[:cut])
+            junk = bytearray(blob)
+            at = int(torch.randint(2, min(len(blob), 700), (1,), generator=gen))
+            junk[at:at + 9] = torch.randint(0, 256, (9,), generator=gen, dtype=torch.uint8).numpy().tobytes()
+            damaged.append(bytes(junk))
+    blobs = files + damaged
+    tensors = [torch.frombuffer(bytearray(b), dtype=torch.uint8) if b else torch.zeros(0, dtype=torch.uint8)
+               for b in blobs]
+    got = jpeg_headers(tensors)
+    assert got.dtype == torch.int64 and tuple(got.shape) == (len(blobs), len(JPEG_FIELDS))
+    for i, blob in enumerate(blobs):
+        assert tuple(got[i].tolist()) == reference_header(blob), (i, len(blob))
+    # What the real files say: size, EXIF orientation (both byte orders), subsampling.
+    assert got[0].tolist() == [1, 1, 1, 1, 13, 29] and got[1].tolist() == [1, 1, 1, 0, 40, 17]
+    assert got[3, 2] == 6 and got[4, 2] == 3
+    little = jpeg_bytes(6, 6, 7, **exif_args(8, "little"))
+    assert little.find(b"II*\0") > 0 and jpeg_headers([torch.frombuffer(bytearray(little), dtype=torch.uint8)])[0, 2] == 8
+    assert jpeg_headers([]).shape == (0, len(JPEG_FIELDS))
+
+
+def test_jpeg_headers_bad_input_and_opcheck():
+    from torchdali.kernels.io import jpeg_headers
+    with pytest.raises(ValueError, match="sample 1 must be encoded bytes"):
+        jpeg_headers([torch.zeros(4, dtype=torch.uint8), torch.zeros(2, 2, dtype=torch.uint8)])
+    blob = torch.frombuffer(bytearray(jpeg_bytes(11, 5, 3)), dtype=torch.uint8)
+    torch.library.opcheck(torch.ops.torchdali.jpeg_headers.default, ([blob, blob[:100]],))

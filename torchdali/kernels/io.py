@@ -1,5 +1,5 @@
-"""`torchdali::read_files`: its Python face and, beside it, the fake kernel that lets
-`torch.compile` trace it."""
+"""`torchdali::read_files` and `torchdali::jpeg_headers`: their Python faces and, beside
+them, the fake kernels that let `torch.compile` trace them."""
 from typing import List
 
 import torch
@@ -8,7 +8,10 @@ from . import load_extension
 
 load_extension()
 
-__all__ = ["read_files"]
+__all__ = ["read_files", "jpeg_headers", "JPEG_FIELDS"]
+
+JPEG_FIELDS = ("is_jpeg", "complete", "orientation", "subsampled", "height", "width")
+"""The columns of jpeg_headers' rows."""
 
 
 def read_files(paths: List[str]) -> List[torch.Tensor]:
@@ -22,3 +25,18 @@ def read_files(paths: List[str]) -> List[torch.Tensor]:
 def _read_files_fake(paths):
     ctx = torch.library.get_ctx()
     return [torch.empty(ctx.new_dynamic_size(), dtype=torch.uint8) for _ in paths]
+
+
+def jpeg_headers(data: List[torch.Tensor]) -> torch.Tensor:
+    """One int64 row per encoded file (1-D uint8 CPU tensor) of JPEG_FIELDS: is it a JPEG,
+    does it end with its EOI marker (truncated files don't), its EXIF orientation (1-8), is
+    its chroma subsampled, its height and width; defaults (1, 1, 0, 0) where the header
+    does not tell. Parsed in C++ on the intra-op threads without the GIL."""
+    if not data:
+        return torch.zeros((0, len(JPEG_FIELDS)), dtype=torch.int64)
+    return torch.ops.torchdali.jpeg_headers.default(list(data))
+
+
+@torch.library.register_fake("torchdali::jpeg_headers")
+def _jpeg_headers_fake(data):
+    return torch.empty((len(data), len(JPEG_FIELDS)), dtype=torch.int64)

@@ -26,7 +26,6 @@ _warned_no_torchvision = threading.Event()
 _JPEG_MAGIC = b"\xff\xd8\xff"
 # What torchvision decodes well; GIF (animated: 4D) and the rest go to Pillow.
 _TV_FORMATS = (_JPEG_MAGIC, b"\x89PNG", b"RIFF")
-_SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 # DALI's decoder converts to these (FLOAT16, 64-bit and BOOL fail there).
 _DTYPES = (types.UINT8, types.UINT16, types.UINT32, types.INT8, types.INT16, types.INT32, types.FLOAT)
 
@@ -120,6 +119,8 @@ def convert_dtype(img, dtype):
 def finish(chw, output_type, dtype=torch.uint8):
     """Decoded CHW (RGB, gray or as stored) -> HWC in the requested colour space and type."""
     c = chw.shape[0]
+    if c == 3 and output_type is types.RGB and chw.dtype == dtype:  # the usual case, at once
+        return chw.permute(1, 2, 0).contiguous()
     if output_type == types.GRAY and c >= 3:
         chw = rgb_to_gray(chw[:3])
     elif output_type == types.GRAY and c == 2:
@@ -133,58 +134,6 @@ def finish(chw, output_type, dtype=torch.uint8):
     elif output_type == types.YCbCr:  # DALI converts the type first, then the colours
         chw = rgb_to_ycbcr(convert_dtype(chw, torch.float32))
     return convert_dtype(chw.permute(1, 2, 0), dtype).contiguous()
-
-
-# --- JPEG headers: EXIF orientation and chroma subsampling, without decoding -----------
-
-def jpeg_header(data):
-    """(EXIF orientation 1-8, chroma subsampled?) of an encoded JPEG (1D uint8 tensor or bytes),
-    read from the marker segments before the image data; (1, True) when unknown."""
-    head = _bytes_view(data)
-    orientation, subsampled = 1, True
-    pos = 2
-    while pos + 4 <= len(head) and head[pos] == 0xFF:
-        marker, length = head[pos + 1], int.from_bytes(head[pos + 2:pos + 4], "big")
-        if marker == 0xDA:  # start of scan: the image data follows
-            break
-        seg = head[pos + 4:pos + 2 + length]
-        if marker == 0xE1 and seg[:6] == b"Exif\0\0" and orientation == 1:
-            orientation = _tiff_orientation(bytes(seg[6:]))
-        elif marker in _SOF_MARKERS and len(seg) >= 6:  # frame header: components' sampling factors
-            factors = {seg[7 + 3 * k] for k in range(seg[5]) if 8 + 3 * k <= len(seg)}
-            subsampled = len(factors) > 1
-        pos += 2 + length
-    return orientation, subsampled
-
-
-def exif_orientation(data):
-    """The EXIF orientation tag (1-8) of an encoded JPEG (1D uint8 tensor), 1 when absent."""
-    return jpeg_header(data)[0]
-
-
-def _tiff_orientation(tiff):
-    order = {b"II": "little", b"MM": "big"}.get(tiff[:2])
-    if order is None or len(tiff) < 8:
-        return 1
-    ifd = int.from_bytes(tiff[4:8], order)
-    count = int.from_bytes(tiff[ifd:ifd + 2], order) if ifd + 2 <= len(tiff) else 0
-    for k in range(count):
-        entry = tiff[ifd + 2 + 12 * k: ifd + 14 + 12 * k]
-        if len(entry) == 12 and int.from_bytes(entry[:2], order) == 0x0112:
-            value = int.from_bytes(entry[8:10], order)
-            return value if 1 <= value <= 8 else 1
-    return 1
-
-
-def _bytes_view(data):
-    """A 1D uint8 tensor's bytes, without a copy."""
-    return data if isinstance(data, memoryview) else memoryview(data.numpy())
-
-
-def _has_end_marker(data):
-    """True when a JPEG ends with its EOI marker (possibly followed by padding): truncated
-    files don't, and nvJPEG would decode them silently where libjpeg reports them."""
-    return b"\xff\xd9" in bytes(_bytes_view(data)[-64:])
 
 
 def apply_orientation(chw, orientation):
@@ -299,15 +248,25 @@ class ImageDecoder(Operator):
         fancy = self.spec.args["jpeg_fancy_upsampling"]
         # JPEGs go to nvJPEG; other formats, truncated JPEGs (for libjpeg's error) and, with
         # jpeg_fancy_upsampling, chroma-subsampled JPEGs, to the CPU.
-        jpegs = {}  # sample index -> EXIF orientation
-        for i, d in enumerate(data):
-            buf = _bytes_view(d)
-            if buf[:3] == _JPEG_MAGIC and _has_end_marker(buf):
-                orientation, subsampled = jpeg_header(buf)
-                if not (fancy and subsampled):
-                    jpegs[i] = orientation if self.orient else 1
+        from ..kernels.io import JPEG_FIELDS, jpeg_headers  # loads the extension on first use
+
+        head = dict(zip(JPEG_FIELDS, jpeg_headers(data).numpy().T))  # one C++ call for the batch
+        to_gpu = (head["is_jpeg"] == 1) & (head["complete"] == 1) & ~((head["subsampled"] == 1) & bool(fancy))
+        orientation = head["orientation"] if self.orient else np.ones_like(head["orientation"])
+        jpegs = dict(zip(np.flatnonzero(to_gpu).tolist(), orientation[to_gpu].tolist()))  # index -> orientation
         if jpegs:
-            for (i, orientation), img in zip(jpegs.items(), self._nvjpeg([data[i] for i in jpegs], device)):
+            decoded = self._nvjpeg([data[i] for i in jpegs], device)
+            # Upright RGB uint8 images (the usual case) go CHW -> HWC in one kernel call.
+            plain = [k for k, (img, o) in enumerate(zip(decoded, jpegs.values()))
+                     if img is not None and o == 1 and img.shape[0] == 3] \
+                if self.output_type == types.RGB and self.dtype == torch.uint8 else []
+            if plain:
+                from ..kernels.geometry import transpose
+                index = list(jpegs)
+                for k, img in zip(plain, transpose([decoded[k] for k in plain], [1, 2, 0])):
+                    decoded[k] = None
+                    out[index[k]] = img
+            for (i, orientation), img in zip(jpegs.items(), decoded):
                 if img is not None:
                     out[i] = finish(apply_orientation(img, orientation), self.output_type, self.dtype)
         rest = [i for i in range(len(data)) if out[i] is None]

@@ -218,6 +218,12 @@ class FileReader(Operator):
         self.root = root or ""
         self.entries = entries
         self.size = len(entries)
+        # Per entry, once: its name as listed (source_info), its path and its label.
+        self.names = [name for name, _ in entries]
+        self.paths = [_join(self.root, name) for name in self.names]
+        self.labels = torch.tensor([[label] for _, label in entries], dtype=torch.int32)
+        starts = [_start_index(s, self.num_shards, self.size) for s in range(self.num_shards + 1)]
+        self.shard_ranges = list(zip(starts[:-1], starts[1:]))
         base = np.arange(self.size)
         if self.shuffle:  # once, with a fixed seed, so that the shards stay disjoint
             base = np.random.Generator(np.random.PCG64(_LIST_SEED)).permutation(self.size)
@@ -242,23 +248,20 @@ class FileReader(Operator):
         # Each epoch's order is a fresh permutation of the original one (equal on every shard).
         return np.random.Generator(np.random.PCG64([self._epoch_seed, epoch])).permutation(self.size)
 
-    def _shard_range(self, shard):
-        return (_start_index(shard, self.num_shards, self.size),
-                _start_index(shard + 1, self.num_shards, self.size))
 
     # --- DALI's loader, without the files' contents ---
     def _read_next(self):
         """The next entry of the read stream, placed in the epoch segment it belongs to."""
         entry = int(self.order[self.pos])
         self.pos += 1
-        start, end = self._shard_range(self.shard_id)
+        start, end = self.shard_ranges[self.shard_id]
         if self.pos >= self.size or (self.stick and self.pos >= end):
             self.pos = start if self.stick else 0
             self.epoch += 1
             if self.shuffle_after_epoch:
                 self.order = self._order_for(self.epoch)
         self.read_in_epoch += 1
-        vstart, vend = self._shard_range(self.vshard)
+        vstart, vend = self.shard_ranges[self.vshard]
         if not self.segments or vstart + self.read_in_epoch - 1 >= vend:
             if self.segments:  # this read opens the next epoch
                 if not self.stick:
@@ -294,13 +297,15 @@ class FileReader(Operator):
     def run(self, inputs, args, ctx):
         if self.entries is None:
             self._prepare()
+        # DALI's shuffle buffer and epoch bookkeeping, sample by sample (each pick depends
+        # on the ones before); the rest is a gather over the batch.
         picks = [self._next_sample(i == 0) for i in range(ctx.batch_size)]
-        names = [self.entries[e][0] for e in picks]
+        names = [self.names[e] for e in picks]
         try:
-            data = read_files([_join(self.root, name) for name in names])
+            data = read_files([self.paths[e] for e in picks])
         except RuntimeError as e:  # the kernel's message names the file and the reason
             raise self.error(str(e).splitlines()[0]) from None
-        labels = torch.tensor([[self.entries[e][1]] for e in picks], dtype=torch.int32)
+        labels = self.labels[torch.tensor(picks, dtype=torch.int64)]
         # DALI sets the source info (the name as listed) on the contents only.
         return [TensorList.make(data, layout="", device="cpu", source_info=names),
                 TensorList.make(labels, layout="", device="cpu", source_info=[""] * len(picks))]
