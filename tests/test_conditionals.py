@@ -400,7 +400,7 @@ def test_seed_external_source_callback_defined_outside_is_not_converted():
         return fn.external_source(source=source_fun, batch=False)
 
     p = pipe()
-    assert p._outputs[0].source.args["source"] is source_fun
+    assert p.definition.outputs[0].source.args["source"] is source_fun
     out = p.run()[0]
     assert out.as_array().shape == (3, 2, 2)
 
@@ -433,7 +433,7 @@ def test_seed_parallel_source_factory(factory_outside):
         return fn.external_source(source=source, parallel=True, batch=False)
 
     p = pipe_outside() if factory_outside else pipe_inside()
-    callback = p._outputs[0].source.args["source"]
+    callback = p.definition.outputs[0].source.args["source"]
     assert (callback.__code__ in _converted_code) != factory_outside
     for iteration in range(2):
         out = p.run()[0].as_array()

@@ -73,7 +73,7 @@ def make_operator(node, pipe, rank, num_threads):
     None keeps no seed) and the instance."""
     seed = node.args.get("seed", -1)
     if (seed is None or seed == -1) and rank is not None:
-        seed = derive_seed(pipe._seed_value, rank)
+        seed = derive_seed(pipe.config.seed_value, rank)
     spec = OpSpec(
         schema=node.schema, name=node.name, device=node.device,
         args={k: v for k, v in node.args.items() if k not in node.arg_inputs},
@@ -90,7 +90,7 @@ class Executor:
         # No reference to `pipe` is kept: the runner threads hold the executor, and the
         # pipeline must stay collectable so that its __del__ stops them.
         self.max_batch_size = pipe.max_batch_size
-        self.checkpointing = pipe._enable_checkpointing
+        self.checkpointing = pipe.config.enable_checkpointing
         self.outputs = [(x.source.id, x.index) for x in outputs]
         order = topological_order(outputs, sinks)
         # Stable sort: every edge goes from an earlier or equal stage, so order holds.

@@ -15,6 +15,24 @@ from . import _current
 _ids = itertools.count()
 
 
+class Definition:
+    """What a pipeline collects while its graph is defined, and what the graph code asks of
+    it: the outputs, the operators kept for their side effects (sinks), the per-sample
+    conditions in effect (torchdali.conditionals) and, in debug mode, the hook that runs
+    each operator call at once."""
+
+    def __init__(self):
+        self.outputs = None  # list of DataNodes once defined
+        self.sinks = []  # OpNodes
+        self.conditions = None  # a conditionals.ConditionStack while a conditional definition runs
+        self.eager = None  # debug mode: callable(name, inputs, kwargs) -> outputs
+
+
+def _definition():
+    pipe = _current.pipeline()
+    return pipe.definition if pipe is not None else None
+
+
 class DataNode:
     """A batch flowing between operators: the output `index` of `source`."""
 
@@ -111,7 +129,8 @@ class DataNode:
     __hash__ = object.__hash__
 
     def __bool__(self):
-        if getattr(_current.pipeline(), "_conditions", None) is not None:
+        definition = _definition()
+        if definition is not None and definition.conditions is not None:
             raise TypeError(
                 f"{self.name}: a DataNode has no truth value outside a per-sample `if`, `if` expression, "
                 "`and`, `or` or `not` of the pipeline definition (e.g. in `while`, `bool()`, a lambda or a "
@@ -165,9 +184,9 @@ def _as_input(value, schema, position):
 
 def call_operator(name, inputs, kwargs):
     """Add a call of operator `name` to the graph; returns its output DataNode(s)."""
-    pipe = _current.pipeline()
-    if getattr(pipe, "_eager_calls", False):  # a debug-mode pipeline runs each call now
-        return pipe._call_eagerly(name, inputs, kwargs)
+    definition = _definition()
+    if definition is not None and definition.eager is not None:  # debug mode runs each call now
+        return definition.eager(name, inputs, kwargs)
     schema = _schema.get(name)
     inputs = list(inputs)
     extra = inputs[schema.max_inputs:]
@@ -194,7 +213,7 @@ def call_operator(name, inputs, kwargs):
     inputs = [_as_input(x, schema, i) for i, x in enumerate(inputs)]
     kwargs = dict(kwargs)
     arg_inputs = {k: v for k, v in kwargs.items() if isinstance(v, DataNode)}
-    conditions = getattr(_current.pipeline(), "_conditions", None)  # see torchdali.conditionals
+    conditions = definition.conditions if definition is not None else None  # see torchdali.conditionals
     if conditions is not None:
         inputs, arg_inputs = conditions.route_inputs(inputs, arg_inputs)
     device = kwargs.get("device")
@@ -220,18 +239,17 @@ def call_operator(name, inputs, kwargs):
     args["device"] = device
     if device == "mixed" or device == "gpu":
         pipe = _current.pipeline()
-        if pipe is not None and pipe._device_id_arg is None:
+        if pipe is not None and pipe.config.device_id is None:
             raise ValueError(f"{schema.name}: device '{device}' needs a GPU, but the pipeline was "
                              "created with device_id=None (CPU only)")
     node = OpNode(schema, device, args, inputs, arg_inputs, schema.outputs_for(args), args.get("name"))
     if conditions is not None:
         conditions.placed(node)
     if schema.side_effects or args.get("preserve"):
-        pipe = _current.pipeline()
-        if pipe is None:
+        if definition is None:
             raise RuntimeError(f"{schema.name}: an operator with side effects (or preserve=True) "
                                "needs a current pipeline: call it inside `with pipe:` or a @pipeline_def")
-        pipe._sinks.append(node)
+        definition.sinks.append(node)
     outs = node.outputs
     return outs[0] if len(outs) == 1 else outs
 

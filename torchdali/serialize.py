@@ -12,15 +12,10 @@ import torch
 from . import schema as _schema
 from . import types
 from .graph import DataNode, call_operator, topological_order
+from .pipeline.config import STORED
 
 FORMAT = "torchdali-pipeline"
 VERSION = 1
-
-# Pipeline constructor arguments kept in the serialized form.
-PIPELINE_ARGS = ("batch_size", "num_threads", "device_id", "seed", "exec_pipelined", "exec_async",
-                 "prefetch_queue_depth", "bytes_per_sample", "set_affinity", "enable_memory_stats",
-                 "enable_checkpointing", "py_num_workers", "py_start_method", "output_dtype",
-                 "output_ndim", "exec_dynamic")
 
 _ENUMS = {cls.__name__: cls for cls in (types.DALIDataType, types.DALIImageType, types.DALIInterpType)}
 _ENUM_TYPES = tuple(_ENUMS.values())
@@ -28,30 +23,20 @@ _ENUM_TYPES = tuple(_ENUMS.values())
 
 def serialize_pipeline(pipe):
     """The JSON text of a pipeline whose graph is defined."""
-    ops = sorted(topological_order(pipe._outputs, pipe._sinks), key=lambda n: n.id)
+    ops = sorted(topological_order(pipe.definition.outputs, pipe.definition.sinks), key=lambda n: n.id)
     index = {op.id: i for i, op in enumerate(ops)}
 
     def ref(node):
         return [index[node.source.id], node.index]
 
-    params = {k: _encode(v, "Pipeline", k) for k, v in pipeline_params(pipe).items()}
+    params = {k: _encode(v, "Pipeline", k) for k, v in pipe.config.stored().items()}
     records = ",\n  ".join(json.dumps(_op_record(op, ref)) for op in ops)
-    outputs = [ref(x) for x in pipe._outputs]
-    sinks = [index[op.id] for op in pipe._sinks if op.id in index]
+    outputs = [ref(x) for x in pipe.definition.outputs]
+    sinks = [index[op.id] for op in pipe.definition.sinks if op.id in index]
     # One operator per line: readable, and diffs of two pipelines line up.
     return (f'{{"format": "{FORMAT}", "version": {VERSION},\n "pipeline": {json.dumps(params)},\n'
             f' "operators": [\n  {records}\n ],\n "outputs": {json.dumps(outputs)},\n'
             f' "sinks": {json.dumps(sinks)}}}\n')
-
-
-def pipeline_params(pipe):
-    return {"batch_size": pipe._batch_size, "num_threads": pipe._num_threads, "device_id": pipe._device_id_arg,
-            "seed": pipe._seed_value, "exec_pipelined": pipe._exec_pipelined, "exec_async": pipe._exec_async,
-            "prefetch_queue_depth": pipe._prefetch_queue_depth, "bytes_per_sample": pipe._bytes_per_sample,
-            "set_affinity": pipe._set_affinity, "enable_memory_stats": pipe._enable_memory_stats,
-            "enable_checkpointing": pipe._enable_checkpointing, "py_num_workers": pipe._py_num_workers,
-            "py_start_method": pipe._py_start_method, "output_dtype": pipe._output_dtype,
-            "output_ndim": pipe._output_ndim, "exec_dynamic": pipe._exec_dynamic}
 
 
 def _op_record(op, ref):
@@ -139,7 +124,7 @@ def load(text):
         if data.get("version") != VERSION:
             raise ValueError(f"format version {data.get('version')} is not supported (this torchdali "
                              f"reads version {VERSION})")
-        params = {k: _decode(v) for k, v in data["pipeline"].items() if k in PIPELINE_ARGS}
+        params = {k: _decode(v) for k, v in data["pipeline"].items() if k in STORED}
         records, outputs, sinks = data["operators"], data["outputs"], data["sinks"]
     except (TypeError, ValueError, KeyError, AttributeError) as e:
         raise ValueError(f"deserialize: {e}") from None

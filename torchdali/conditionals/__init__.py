@@ -13,14 +13,14 @@ def trace(pipe, func, args, kwargs):
         converted = convert(func)
     except ConversionError as e:
         raise ValueError(f"enable_conditionals: {e}") from None
-    pipe._conditions = ConditionStack()
+    pipe.definition.conditions = ConditionStack()
     try:
         with pipe:
             outs = converted(*args, **kwargs)
         flat = []
         for out in (outs if isinstance(outs, (list, tuple)) else [outs]):
             flat.extend(out if isinstance(out, (list, tuple)) else [out])
-        pipe._conditions.check_outputs(flat)
+        pipe.definition.conditions.check_outputs(flat)
         return outs
     finally:
-        pipe._conditions = None
+        pipe.definition.conditions = None

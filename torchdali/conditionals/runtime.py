@@ -21,7 +21,8 @@ def _stack(cond):
     """The condition stack when `cond` is a DataNode in a conditional pipeline, else None."""
     if not isinstance(cond, DataNode):
         return None
-    stack = getattr(_current.pipeline(), "_conditions", None)
+    pipe = _current.pipeline()
+    stack = pipe.definition.conditions if pipe is not None else None
     if stack is None:
         bool(cond)  # raises the error explaining enable_conditionals
     return stack

@@ -9,11 +9,12 @@ import torch
 
 from .. import _current, conditionals
 from ..executor import AsyncRunner, Executor, SyncRunner, _Failure, _Halt
-from ..graph import DataNode, call_operator, topological_order
+from ..graph import DataNode, Definition, call_operator, topological_order
 from ..operators.external_source import worker_spec
 from ..workers import ParallelSource, WorkerPool
 from ..tensor_list import TensorListGPU
 from . import output_checks
+from .config import PipelineConfig
 
 _CHECKPOINT_VERSION = 1
 
@@ -34,58 +35,14 @@ class Pipeline:
                           DeprecationWarning, stacklevel=2)
         if experimental_exec_dynamic is not None:
             exec_dynamic = exec_dynamic or experimental_exec_dynamic
-        self._batch_size = batch_size
-        self._num_threads = num_threads
-        self._device_id_arg = device_id
-        self._seed_arg = seed
-        self._seed_value = int(seed) if seed is not None and seed >= 0 else \
-            int(np.random.SeedSequence().generate_state(1)[0] & 0x7FFFFFFF)
-        self._exec_pipelined = bool(exec_pipelined)
-        self._exec_async = bool(exec_async)
-        self._exec_dynamic = bool(exec_dynamic)
-        if isinstance(prefetch_queue_depth, dict):
-            unknown = set(prefetch_queue_depth) - {"cpu_size", "gpu_size"}
-            if unknown:
-                raise ValueError(f"Pipeline: prefetch_queue_depth has unknown keys {sorted(unknown)}; "
-                                 "use {'cpu_size': x, 'gpu_size': y}")
-            self._cpu_queue = int(prefetch_queue_depth.get("cpu_size", 2))
-            self._gpu_queue = int(prefetch_queue_depth.get("gpu_size", 2))
-            self._exec_separated = True
-            if not (self._exec_async and self._exec_pipelined) or self._exec_dynamic:
-                raise ValueError("Pipeline: separate prefetch queues need exec_async=True, "
-                                 "exec_pipelined=True and exec_dynamic=False")
-        elif isinstance(prefetch_queue_depth, int) and not isinstance(prefetch_queue_depth, bool):
-            self._cpu_queue = self._gpu_queue = prefetch_queue_depth
-            self._exec_separated = False
-        else:
-            raise TypeError(f"Pipeline: prefetch_queue_depth must be an int or a dict, got {prefetch_queue_depth!r}")
-        if self._cpu_queue < 1 or self._gpu_queue < 1:
-            raise ValueError("Pipeline: prefetch_queue_depth must be at least 1")
-        self._prefetch_queue_depth = prefetch_queue_depth
-        self._bytes_per_sample = bytes_per_sample
-        self._set_affinity = set_affinity
-        self._enable_memory_stats = enable_memory_stats
-        self._enable_checkpointing = bool(enable_checkpointing)
+        self.config = PipelineConfig(
+            batch_size, num_threads, device_id, seed, exec_pipelined, prefetch_queue_depth, exec_async,
+            bytes_per_sample, set_affinity, enable_memory_stats, enable_checkpointing, py_num_workers,
+            py_start_method, py_callback_pickler, output_dtype, output_ndim, exec_dynamic)
         self._checkpoint_to_restore = checkpoint
-        if py_start_method not in ("fork", "spawn"):
-            raise ValueError(f"Pipeline: py_start_method must be 'fork' or 'spawn', got {py_start_method!r}")
-        if py_callback_pickler is not None and py_start_method == "fork":
-            raise ValueError("Pipeline: py_callback_pickler applies to py_start_method='spawn' only "
-                             "(forked workers get the callbacks without pickling)")
-        if not isinstance(py_num_workers, int) or isinstance(py_num_workers, bool) or py_num_workers < 0:
-            raise ValueError(f"Pipeline: py_num_workers must be a non-negative int, got {py_num_workers!r}")
-        self._py_num_workers = py_num_workers
-        self._py_start_method = py_start_method
-        self._py_callback_pickler = py_callback_pickler
         self._py_pool = None
         self._py_specs = {}
-        output_checks.check_declaration("output_dtype", output_dtype)
-        output_checks.check_declaration("output_ndim", output_ndim)
-        self._output_dtype = output_dtype
-        self._output_ndim = output_ndim
-        self._outputs = None
-        self._sinks = []
-        self._conditions = None  # a conditionals.ConditionStack while a conditional definition runs
+        self.definition = Definition()
         self._graph_defined = False
         self._built = False
         self._executor = None
@@ -101,64 +58,64 @@ class Pipeline:
     # --- properties ---
     @property
     def batch_size(self):
-        return self._batch_size
+        return self.config.batch_size
 
     @property
     def max_batch_size(self):
-        return self._batch_size
+        return self.config.batch_size
 
     @property
     def num_threads(self):
-        return self._num_threads
+        return self.config.num_threads
 
     @property
     def device_id(self):
         """The GPU used by the pipeline, None for a CPU-only pipeline."""
-        if self._device_id_arg is None:
+        if self.config.device_id is None:
             return None
-        if self._device_id_arg == -1:
+        if self.config.device_id == -1:
             return torch.cuda.current_device() if torch.cuda.is_available() else None
-        return self._device_id_arg
+        return self.config.device_id
 
     @property
     def seed(self):
-        return self._seed_arg if self._seed_arg is not None and self._seed_arg >= 0 else None
+        return self.config.seed if self.config.seed is not None and self.config.seed >= 0 else None
 
     @property
     def exec_pipelined(self):
-        return self._exec_pipelined
+        return self.config.exec_pipelined
 
     @property
     def exec_async(self):
-        return self._exec_async
+        return self.config.exec_async
 
     @property
     def exec_dynamic(self):
-        return self._exec_dynamic
+        return self.config.exec_dynamic
 
     @property
     def exec_separated(self):
-        return self._exec_separated
+        return self.config.exec_separated
 
     @property
     def prefetch_queue_depth(self):
-        return self._prefetch_queue_depth
+        return self.config.prefetch_queue_depth
 
     @property
     def cpu_queue_size(self):
-        return self._cpu_queue
+        return self.config.cpu_queue
 
     @property
     def gpu_queue_size(self):
-        return self._gpu_queue
+        return self.config.gpu_queue
 
     @property
     def set_affinity(self):
-        return self._set_affinity
+        return self.config.set_affinity
 
     @property
     def enable_memory_stats(self):
-        return self._enable_memory_stats
+        return self.config.enable_memory_stats
 
     @property
     def max_streams(self):
@@ -170,16 +127,16 @@ class Pipeline:
 
     @property
     def py_num_workers(self):
-        return self._py_num_workers
+        return self.config.py_num_workers
 
     @property
     def py_start_method(self):
-        return self._py_start_method
+        return self.config.py_start_method
 
     @property
     def num_outputs(self):
         self._ensure_graph()
-        return len(self._outputs)
+        return len(self.definition.outputs)
 
     @property
     def is_restored_from_checkpoint(self):
@@ -195,7 +152,7 @@ class Pipeline:
 
     def _output_declarations(self):
         self._ensure_graph()
-        return output_checks.expand(self._output_dtype, self._output_ndim, len(self._outputs))
+        return output_checks.expand(self.config.output_dtype, self.config.output_ndim, len(self.definition.outputs))
 
     # --- the current pipeline ---
     @staticmethod
@@ -226,42 +183,36 @@ class Pipeline:
         """Set the pipeline's outputs (DataNodes; constants become constant outputs)."""
         if self._built:
             raise RuntimeError("set_outputs() after build()")
-        self._outputs = _flatten_outputs(output_data_nodes)
+        self.definition.outputs = _flatten_outputs(output_data_nodes)
         self._graph_defined = True
 
     def add_sink(self, edge):
         """Keep `edge`'s operator even if it reaches no output."""
-        self._sinks.append(edge.source)
+        self.definition.sinks.append(edge.source)
 
     def _ensure_graph(self, define_graph=None):
         if self._graph_defined:
             return
         with self:
             outs = (define_graph or self.define_graph)()
-        self._outputs = _flatten_outputs(outs if isinstance(outs, (list, tuple)) else [outs])
+        self.definition.outputs = _flatten_outputs(outs if isinstance(outs, (list, tuple)) else [outs])
         self._graph_defined = True
 
     # --- build and run ---
-    def _check_config(self):
-        if self._batch_size is None or self._batch_size < 1:
-            raise ValueError(f"Pipeline: batch_size must be a positive int, got {self._batch_size}")
-        if self._num_threads is None or self._num_threads < 1:
-            raise ValueError(f"Pipeline: num_threads must be a positive int, got {self._num_threads}")
-
     def start_py_workers(self):
         """Start the worker processes of the parallel external sources. With 'fork', call it on
         every such pipeline before anything initialises CUDA; build() calls it otherwise.
         With py_num_workers=0 parallel sources run in-process and nothing starts."""
         self._ensure_graph()
-        if self._py_pool is not None or self._py_num_workers == 0:
+        if self._py_pool is not None or self.config.py_num_workers == 0:
             return
-        nodes = [n for n in topological_order(self._outputs, self._sinks)
+        nodes = [n for n in topological_order(self.definition.outputs, self.definition.sinks)
                  if n.schema.name == "external_source" and n.args.get("parallel")]
         if not nodes:
             return
         self._py_specs = {n.id: worker_spec(n.args) for n in nodes}
-        self._py_pool = WorkerPool(self._py_specs, self._py_num_workers, self._py_start_method,
-                                   self._py_callback_pickler)
+        self._py_pool = WorkerPool(self._py_specs, self.config.py_num_workers, self.config.py_start_method,
+                                   self.config.py_callback_pickler)
 
     def _attach_py_workers(self):
         for step in self._executor.steps:
@@ -283,21 +234,21 @@ class Pipeline:
         """Check the graph and plan its execution (optional: run() builds on demand)."""
         if self._built:
             return
-        self._check_config()
+        self.config.check_runnable()
         self._ensure_graph(define_graph)
-        outputs = self._outputs
+        outputs = self.definition.outputs
         self._output_declarations()
-        if any(x.device == "gpu" for x in outputs) or any(n.device != "cpu" for n in self._sinks):
+        if any(x.device == "gpu" for x in outputs) or any(n.device != "cpu" for n in self.definition.sinks):
             if self.device_id is None:
                 raise RuntimeError("the pipeline has GPU operators but no GPU: pass a device_id "
                                    "(or device_id=None only for CPU-only pipelines)")
             if not torch.cuda.is_available():
                 raise RuntimeError("the pipeline has GPU operators but CUDA is not available")
         self.start_py_workers()  # before the executor touches CUDA
-        self._executor = Executor(self, outputs, self._sinks)
+        self._executor = Executor(self, outputs, self.definition.sinks)
         self._attach_py_workers()
-        if self._exec_async and self._exec_pipelined:
-            self._runner = AsyncRunner(self._executor, self._cpu_queue, self._gpu_queue)
+        if self.config.exec_async and self.config.exec_pipelined:
+            self._runner = AsyncRunner(self._executor, self.config.cpu_queue, self.config.gpu_queue)
         else:
             self._runner = SyncRunner(self._executor)
         self._built = True
@@ -318,8 +269,8 @@ class Pipeline:
         if self._first_run:
             self._first_run = False
             # Separate queues: the CPU stage's buffers, then the GPU stage's, all filled.
-            depth = (self._cpu_queue + self._gpu_queue if self.exec_separated else self._cpu_queue) \
-                if self._exec_pipelined else 1
+            depth = (self.config.cpu_queue + self.config.gpu_queue if self.exec_separated else self.config.cpu_queue) \
+                if self.config.exec_pipelined else 1
             for _ in range(depth):
                 self._runner.schedule()
         else:
@@ -377,7 +328,7 @@ class Pipeline:
         self._check_mode("basic")
         self.build()
         if pipeline_inputs:
-            if self._cpu_queue != 1 or self._gpu_queue != 1:
+            if self.config.cpu_queue != 1 or self.config.gpu_queue != 1:
                 raise ValueError("run() with pipeline inputs needs prefetch_queue_depth=1")
             for name, data in pipeline_inputs.items():
                 self.feed_input(name, data)
@@ -438,7 +389,7 @@ class Pipeline:
     def _get_checkpoint(self, iterator_data=None, filename=None):
         """checkpoint(), also holding the state of the iterator that drives the pipeline
         (`iterator_data`, JSON-serializable), as DALI's iterators keep theirs."""
-        if not self._enable_checkpointing:
+        if not self.config.enable_checkpointing:
             raise RuntimeError("checkpoint() needs enable_checkpointing=True")
         self.build()
         states = self._executor.state_before(self._next_index)
@@ -482,7 +433,7 @@ class Pipeline:
         states. A checkpoint that does not fit leaves the pipeline where it was, its next
         iterations to be scheduled again."""
         data = self._check_checkpoint(text)
-        if not self._enable_checkpointing:
+        if not self.config.enable_checkpointing:
             raise RuntimeError("restoring a checkpoint in place needs enable_checkpointing=True")
         now = self._executor.state_before(self._next_index)
         self._runner.clear()
@@ -535,21 +486,14 @@ class Pipeline:
         num_threads, device_id and seed) from serialize()'s text, then build."""
         from ..serialize import load
         params, build_graph = load(serialized_pipeline)
-        if self._batch_size is None or self._batch_size < 1:
-            self._batch_size = params["batch_size"]
-        if self._num_threads is None or self._num_threads < 1:
-            self._num_threads = params["num_threads"]
-        if self._device_id_arg == -1:
-            self._device_id_arg = params["device_id"]
-        if self._seed_arg is None or self._seed_arg < 0:
-            self._seed_value = params["seed"]
+        self.config = self.config.filled_from(params)
         self._define_from(build_graph)
         self.build()
 
     def _define_from(self, build_graph):
         with self:
             outputs, sinks = build_graph()
-        self._sinks.extend(op for op in sinks if op not in self._sinks)
+        self.definition.sinks.extend(op for op in sinks if op not in self.definition.sinks)
         self.set_outputs(*outputs)
 
     # --- introspection ---
@@ -572,7 +516,7 @@ class Pipeline:
         from ..dot import graph_to_dot
         self._ensure_graph()
         with open(filename, "w") as f:
-            f.write(graph_to_dot(self._outputs, self._sinks, show_tensors, use_colors))
+            f.write(graph_to_dot(self.definition.outputs, self.definition.sinks, show_tensors, use_colors))
 
     def _check_outputs(self, outs):
         output_checks.check_outputs(outs, *self._output_declarations())

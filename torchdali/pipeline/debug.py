@@ -63,9 +63,9 @@ class DebugPipeline(Pipeline):
 
     def __init__(self, definition, **kwargs):
         super().__init__(**kwargs)
-        if self._enable_checkpointing or self._checkpoint_to_restore is not None:
+        if self.config.enable_checkpointing or self._checkpoint_to_restore is not None:
             raise ValueError("Pipeline: checkpoints are not available in debug mode")
-        self._definition = definition
+        self._function = definition
         self._impls = []  # one per operator call, in call order: [schema name, device, args, impl, step]
         self._pending_feeds = collections.defaultdict(list)  # external_source name -> batches
         self._ready = collections.deque()
@@ -73,11 +73,10 @@ class DebugPipeline(Pipeline):
         self._it = None
         self._call_index = 0
         self._rank = 0
-        self._eager_calls = False
 
     # --- running ---
     def build(self, define_graph=None):
-        self._check_config()
+        self.config.check_runnable()
         self._built = True
 
     def schedule_run(self):
@@ -112,23 +111,23 @@ class DebugPipeline(Pipeline):
         self._it = _Iteration(self._iteration, ctx)
         self._call_index = self._rank = 0
         self._ran = set()
-        self._sinks = []
-        self._eager_calls = True
+        self.definition.sinks = []
+        self.definition.eager = self._call_eagerly
         Pipeline.push_current(self)
         try:
-            outs = self._definition()
+            outs = self._function()
             outs = outs if isinstance(outs, (list, tuple)) else [outs] if outs is not None else []
             result = tuple(self._output(x, i) for i, x in enumerate(_flatten_outputs(outs)))
         finally:
             Pipeline.pop_current()
-            self._eager_calls = False
+            self.definition.eager = None
         if self._impls and self._call_index != len(self._impls):
             raise RuntimeError(f"debug mode: this iteration called {self._call_index} operators, the first "
                                f"called {len(self._impls)}; the operators must be the same every iteration")
         self._iteration += 1
         for message in ctx.messages:
             warnings.warn(message, stacklevel=4)
-        self._outputs = list(result)  # what num_outputs and the output checks count
+        self.definition.outputs = list(result)  # what num_outputs and the output checks count
         self._graph_defined = True
         self._check_outputs(result)
         return result
@@ -161,12 +160,12 @@ class DebugPipeline(Pipeline):
         inputs = [self._given(x) if _is_batch(x) else x for x in inputs]
         kwargs = {k: self._given(v) if isinstance(v, (TensorList, list)) and _is_batch(v) else v
                   for k, v in kwargs.items()}
-        self._eager_calls = False  # build the node with the ordinary graph code
+        self.definition.eager = None  # build the node with the ordinary graph code
         try:
             outs = call_operator(name, inputs, kwargs)
         finally:
-            self._eager_calls = True
-        for node in self._sinks:  # operators with side effects run even without outputs
+            self.definition.eager = self._call_eagerly
+        for node in self.definition.sinks:  # operators with side effects run even without outputs
             self._run_node(node)
         return self._evaluate(outs)
 

@@ -93,7 +93,7 @@ class _PipelineIterator:
     def _restore_epochs(self, cls):
         """With checkpointing, take the epoch state from the checkpoint the pipelines were
         restored from, and note the checkpoints of the start (before any batch is taken)."""
-        enabled = {p._enable_checkpointing for p in self._pipes}
+        enabled = {p.config.enable_checkpointing for p in self._pipes}
         if len(enabled) > 1:
             raise ValueError(f"{cls}: enable_checkpointing must be the same in every pipeline")
         if not enabled.pop():
