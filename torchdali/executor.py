@@ -251,6 +251,11 @@ class Executor:
                     state[step.key] = step.impl.state_dict()
             return state
 
+    def forget_snapshots(self):
+        """Drop the recorded states (the pipeline was put back to a checkpoint)."""
+        with self.state_lock:
+            self.snapshots.clear()
+
     def states(self, steps=None):
         return {s.key: s.impl.state_dict() for s in (steps if steps is not None else self.steps)}
 

@@ -1,10 +1,8 @@
 """`Pipeline` and `pipeline_def`: define a graph once, then run it batch by batch."""
 import functools
 import inspect
-import json
 import warnings
 
-import numpy as np
 import torch
 
 from .. import _current, conditionals
@@ -13,11 +11,8 @@ from ..graph import DataNode, Definition, call_operator, topological_order
 from ..operators.external_source import worker_spec
 from ..workers import ParallelSource, WorkerPool
 from ..tensor_list import TensorListGPU
-from . import output_checks
+from . import checkpoints, output_checks
 from .config import PipelineConfig
-
-_CHECKPOINT_VERSION = 1
-
 
 class Pipeline:
     """A data processing graph and the engine that runs it (DALI's `Pipeline`)."""
@@ -381,58 +376,48 @@ class Pipeline:
             raise ValueError(f"epoch_size: no reader named '{name}' (readers: {sorted(readers)})")
         return readers[name].meta()["epoch_size_padded"]
 
-    # --- checkpoints ---
-    def checkpoint(self, filename=None):
-        """The pipeline's state (JSON text) after the last returned batch."""
-        return self._get_checkpoint(filename=filename)
-
-    def _get_checkpoint(self, iterator_data=None, filename=None):
-        """checkpoint(), also holding the state of the iterator that drives the pipeline
-        (`iterator_data`, JSON-serializable), as DALI's iterators keep theirs."""
+    # --- checkpoints (the format: checkpoints.py) ---
+    def checkpoint(self, filename=None, *, iterator_data=None):
+        """The pipeline's state (JSON text) after the last returned batch, also written to
+        `filename`. `iterator_data` (JSON-serializable) is kept with it for the iterator
+        that drives the pipeline, as DALI's iterators keep their state in the checkpoint."""
         if not self.config.enable_checkpointing:
             raise RuntimeError("checkpoint() needs enable_checkpointing=True")
         self.build()
-        states = self._executor.state_before(self._next_index)
-        text = json.dumps({"format": "torchdali-checkpoint", "version": _CHECKPOINT_VERSION,
-                           "operators": states, "iterator_data": iterator_data}, default=_json_default)
+        text = checkpoints.encode(self._executor.state_before(self._next_index), iterator_data)
         if filename is not None:
             with open(filename, "w") as f:
                 f.write(text)
         return text
 
-    @staticmethod
-    def _parse_checkpoint(text):
-        try:
-            data = json.loads(text)
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"checkpoint: not a torchdali checkpoint ({e})") from None
-        if not isinstance(data, dict) or data.get("format") != "torchdali-checkpoint":
-            raise ValueError("checkpoint: not a torchdali checkpoint")
-        if data.get("version") != _CHECKPOINT_VERSION:
-            raise ValueError(f"checkpoint: version {data.get('version')} is not supported")
-        return data
+    @property
+    def restored_iterator_data(self):
+        """The iterator state kept in the checkpoint this pipeline was restored from (None
+        if it was not, or none was kept)."""
+        return self._iterator_data
 
     def _restore(self, text):
-        data = self._parse_checkpoint(text)
+        data = checkpoints.decode(text)
         self._executor.load_states(data.get("operators"))
         self._iterator_data = data.get("iterator_data")
         self._restored = True
 
-    def _check_checkpoint(self, text):
-        """The checkpoint's data, if it is well-formed and names this pipeline's operators."""
-        data = self._parse_checkpoint(text)
+    def check_checkpoint(self, text):
+        """The checkpoint's data, if it is well-formed and names this pipeline's operators;
+        a ValueError otherwise. Nothing changes."""
+        data = checkpoints.decode(text)
         self.build()
         ops = data.get("operators")
         if not isinstance(ops, dict) or set(ops) != {s.key for s in self._executor.steps}:
             raise ValueError("the checkpoint does not match this pipeline (its operators differ)")
         return data
 
-    def _rewind(self, text):
-        """Restore a built pipeline that may have run (an iterator's load_state_dict()): the
-        iterations scheduled or in flight are dropped and the operators take the checkpoint's
-        states. A checkpoint that does not fit leaves the pipeline where it was, its next
-        iterations to be scheduled again."""
-        data = self._check_checkpoint(text)
+    def restore_checkpoint(self, text):
+        """Put a built pipeline, which may have run, back to a checkpoint (an iterator's
+        load_state_dict()): the iterations scheduled or in flight are dropped and the
+        operators take the checkpoint's states. A checkpoint that does not fit leaves the
+        pipeline where it was, its next iterations to be scheduled again."""
+        data = self.check_checkpoint(text)
         if not self.config.enable_checkpointing:
             raise RuntimeError("restoring a checkpoint in place needs enable_checkpointing=True")
         now = self._executor.state_before(self._next_index)
@@ -443,8 +428,7 @@ class Pipeline:
             self._executor.load_states(now)  # back to the next undelivered iteration
             raise
         finally:
-            with self._executor.state_lock:
-                self._executor.snapshots.clear()
+            self._executor.forget_snapshots()
             self._next_index = self._executor.iteration
             self._first_run = True
             self._stopped = None
@@ -541,14 +525,6 @@ def _flatten_outputs(outputs):
         else:
             flat.append(call_operator("_constant", [], {"value": x, "device": "cpu"}))
     return flat
-
-
-def _json_default(obj):
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, np.generic):
-        return obj.item()
-    raise TypeError(f"{type(obj).__name__} is not serializable in a checkpoint")
 
 
 def _as_torch_stream(cuda_stream, device):

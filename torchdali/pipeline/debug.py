@@ -151,7 +151,7 @@ class DebugPipeline(Pipeline):
     def _readers(self):
         return {e[3].spec.name: e[3] for e in self._impls if e[3].meta() is not None}
 
-    def checkpoint(self, filename=None):
+    def checkpoint(self, filename=None, *, iterator_data=None):
         raise RuntimeError("checkpoint(): checkpoints are not available in debug mode")
 
     # --- one operator call ---

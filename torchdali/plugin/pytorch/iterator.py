@@ -100,7 +100,7 @@ class _PipelineIterator:
             return False
         restored = [p.is_restored_from_checkpoint for p in self._pipes]
         if any(restored):
-            data = [p._iterator_data for p in self._pipes]
+            data = [p.restored_iterator_data for p in self._pipes]
             if not all(restored) or any(d != data[0] for d in data):
                 raise ValueError(f"{cls}: the pipelines must all be restored from checkpoints taken "
                                  "together (one iterator's checkpoints())")
@@ -111,7 +111,7 @@ class _PipelineIterator:
 
     def _take_checkpoints(self):
         state = self._epochs.state_dict()
-        return [p._get_checkpoint(iterator_data=state) for p in self._pipes]
+        return [p.checkpoint(iterator_data=state) for p in self._pipes]
 
     def checkpoints(self):
         """One checkpoint per pipeline, holding the pipeline's state and this iterator's
@@ -142,10 +142,10 @@ class _PipelineIterator:
         if not self._checkpointing:
             raise ValueError(f"{cls}.load_state_dict: needs pipelines built with enable_checkpointing=True")
         for p, checkpoint in zip(self._pipes, checkpoints):
-            p._check_checkpoint(checkpoint)  # every one fits before any pipeline moves
+            p.check_checkpoint(checkpoint)  # every one fits before any pipeline moves
         try:
             for p, checkpoint in zip(self._pipes, checkpoints):
-                p._rewind(checkpoint)
+                p.restore_checkpoint(checkpoint)
         except ValueError:
             self._ever_scheduled = False  # the pipelines dropped what they had scheduled
             raise
