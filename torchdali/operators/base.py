@@ -10,7 +10,6 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 import torch
 
-from .. import types
 from ..errors import operator_error
 from ..tensor_list import TensorList
 
@@ -113,10 +112,6 @@ class Args:
             values = self._lists[name] = _as_python(self._spec.schema.args[name].type, self.batch(name))
         return values[i]
 
-    def per_sample(self, name, n):
-        """The values of `name` for samples 0..n-1, as a list."""
-        return [self.sample(name, i) for i in range(n)]
-
 
 _SCALAR_KINDS = {"int": np.int64, "float": np.float64, "bool": np.bool_, "DALIDataType": np.int64,
                  "DALIInterpType": np.int64, "DALIImageType": np.int64}
@@ -207,7 +202,8 @@ def _first_sample(values, row):
 
 def _as_python(arg_type, values):
     """Batch values as a list of Python values of the argument's type (enums as enums)."""
-    out = values.tolist() if isinstance(values, np.ndarray) else [v.tolist() for v in values]
+    out = values.tolist() if isinstance(values, np.ndarray) else \
+        [v.tolist() if isinstance(v, np.ndarray) else v for v in values]
     if arg_type.name in ("DALIDataType", "DALIInterpType", "DALIImageType"):
         out = [arg_type.convert(v) for v in out]
     return out
@@ -244,17 +240,6 @@ class Operator:
 
     def run(self, inputs: List[TensorList], args: Args, ctx: RunContext):
         raise NotImplementedError
-
-    def require(self, spec, layouts=None, ndim=None, dtypes=None, what="input"):
-        """Build-time check of an input's known properties (unknown ones pass)."""
-        if layouts is not None and spec.layout and spec.layout not in layouts:
-            raise self.error(f"{what} layout '{spec.layout}' is not supported; give "
-                             f"{' or '.join(layouts)} data", ValueError)
-        if ndim is not None and spec.ndim is not None and spec.ndim != ndim:
-            raise self.error(f"{what} samples have {spec.ndim} dims; expected {ndim}", ValueError)
-        if dtypes is not None and spec.dtype is not None and spec.dtype not in dtypes:
-            raise self.error(f"{what} type {types.to_dali_type(spec.dtype)} is not supported "
-                             f"(supported: {', '.join(str(types.to_dali_type(d)) for d in dtypes)})", TypeError)
 
     def check_rank(self, images):
         """The samples' common number of dims; a ValueError naming the first sample that
