@@ -293,6 +293,37 @@ class Executor:
         self.pool.shutdown(wait=False)
 
 
+def hand_over(it, cuda_stream=None):
+    """Give a finished iteration's GPU outputs to the consumer: `cuda_stream` (a torch or
+    CuPy stream, or a raw handle) waits for the pipeline's stream, or without one the host
+    does; the outputs' memory is recorded on that stream, so the caching allocator keeps it
+    while the consumer works."""
+    if it.event is None:
+        return
+    device = it.ctx.cuda_device
+    stream = as_torch_stream(cuda_stream, device)
+    if stream is None:
+        it.event.synchronize()
+        stream = torch.cuda.current_stream(device)
+    else:
+        stream.wait_event(it.event)
+    for out in it.outputs:
+        if out.device == "gpu":
+            for t in out.as_torch_list():
+                t.record_stream(stream)
+
+
+def as_torch_stream(cuda_stream, device):
+    """A user's CUDA stream (torch, CuPy or a raw handle) as a torch stream; None stays None."""
+    if cuda_stream is None:
+        return None
+    if isinstance(cuda_stream, torch.cuda.Stream):
+        return cuda_stream
+    if hasattr(cuda_stream, "ptr"):  # CuPy
+        cuda_stream = cuda_stream.ptr
+    return torch.cuda.ExternalStream(int(cuda_stream), device=device)
+
+
 class _Failure:
     def __init__(self, exc):
         self.exc = exc

@@ -188,35 +188,68 @@ def call_operator(name, inputs, kwargs):
     if definition is not None and definition.eager is not None:  # debug mode runs each call now
         return definition.eager(name, inputs, kwargs)
     schema = _schema.get(name)
-    inputs = list(inputs)
+    inputs, kwargs = _normalize_call(schema, inputs, kwargs)
+    if any(_is_node_list(x) for x in inputs):  # applied to lists of DataNodes: once per element
+        return _per_element(name, schema, inputs, kwargs)
+    inputs, arg_inputs = _as_data(schema, inputs, kwargs)
+    conditions = definition.conditions if definition is not None else None  # see torchdali.conditionals
+    if conditions is not None:
+        inputs, arg_inputs = conditions.route_inputs(inputs, arg_inputs)
+    device = _resolve_device(schema, kwargs.get("device"), inputs)
+    args = _check_call(schema, device, inputs, arg_inputs, kwargs)
+    node = OpNode(schema, device, args, inputs, arg_inputs, schema.outputs_for(args), args.get("name"))
+    if conditions is not None:
+        conditions.placed(node)
+    if schema.side_effects or args.get("preserve"):
+        if definition is None:
+            raise RuntimeError(f"{schema.name}: an operator with side effects (or preserve=True) "
+                               "needs a current pipeline: call it inside `with pipe:` or a @pipeline_def")
+        definition.sinks.append(node)
+    outs = node.outputs
+    return outs[0] if len(outs) == 1 else outs
+
+
+def _normalize_call(schema, inputs, kwargs):
+    """(inputs, kwargs) with the arguments given positionally after the inputs moved to kwargs."""
+    inputs, kwargs = list(inputs), dict(kwargs)
     extra = inputs[schema.max_inputs:]
     if extra and len(extra) <= len(schema.positional_args):
         inputs = inputs[:schema.max_inputs]
         for arg, value in zip(schema.positional_args, extra):
             if arg in kwargs:
                 raise TypeError(f"{schema.name}: '{arg}' given both positionally and by name")
-            kwargs = {**kwargs, arg: value}
-    # An operator applied to lists of DataNodes runs once per element.
-    list_lens = {len(x) for x in inputs if isinstance(x, list) and x and isinstance(x[0], DataNode)}
-    if list_lens:
-        if len(list_lens) > 1:
-            raise ValueError(f"{schema.name}: input lists have different lengths {sorted(list_lens)}")
-        n = list_lens.pop()
-        per = [call_operator(name, [x[i] if isinstance(x, list) else x for x in inputs], kwargs)
-               for i in range(n)]
-        if per and isinstance(per[0], (list, tuple)):
-            return [list(group) for group in zip(*per)]
-        return per
+            kwargs[arg] = value
+    return inputs, kwargs
+
+
+def _is_node_list(x):
+    return isinstance(x, list) and bool(x) and isinstance(x[0], DataNode)
+
+
+def _per_element(name, schema, inputs, kwargs):
+    """The call repeated for each element of its input lists (all of one length)."""
+    lengths = {len(x) for x in inputs if _is_node_list(x)}
+    if len(lengths) > 1:
+        raise ValueError(f"{schema.name}: input lists have different lengths {sorted(lengths)}")
+    per = [call_operator(name, [x[i] if isinstance(x, list) else x for x in inputs], kwargs)
+           for i in range(lengths.pop())]
+    if per and isinstance(per[0], (list, tuple)):
+        return [list(group) for group in zip(*per)]
+    return per
+
+
+def _as_data(schema, inputs, kwargs):
+    """The inputs as DataNodes (constants become `_constant` nodes) and the argument inputs."""
     if not schema.min_inputs <= len(inputs) <= schema.max_inputs:
         raise TypeError(f"{schema.name}: expected {schema.min_inputs} to {schema.max_inputs} inputs, "
                         f"got {len(inputs)}")
     inputs = [_as_input(x, schema, i) for i, x in enumerate(inputs)]
-    kwargs = dict(kwargs)
-    arg_inputs = {k: v for k, v in kwargs.items() if isinstance(v, DataNode)}
-    conditions = definition.conditions if definition is not None else None  # see torchdali.conditionals
-    if conditions is not None:
-        inputs, arg_inputs = conditions.route_inputs(inputs, arg_inputs)
-    device = kwargs.get("device")
+    return inputs, {k: v for k, v in kwargs.items() if isinstance(v, DataNode)}
+
+
+def _resolve_device(schema, device, inputs):
+    """The device asked for, or the one the inputs imply (gpu after GPU data, else the
+    operator's first device)."""
     if device is None:
         device = "gpu" if any(isinstance(x, DataNode) and x.device == "gpu" for x in inputs) else "cpu"
         if device not in schema.devices:
@@ -226,6 +259,12 @@ def call_operator(name, inputs, kwargs):
     if device not in schema.devices:
         raise ValueError(f"{schema.name}: device '{device}' is not supported (supported: "
                          f"{', '.join(schema.devices)})")
+    return device
+
+
+def _check_call(schema, device, inputs, arg_inputs, kwargs):
+    """The stage rules (no GPU data into CPU or mixed operators, argument inputs from the
+    CPU, GPU operators only in pipelines with a GPU) and the checked constant arguments."""
     for i, x in enumerate(inputs):
         if isinstance(x, DataNode) and x.device == "gpu" and device in ("cpu", "mixed"):
             raise ValueError(
@@ -237,21 +276,11 @@ def call_operator(name, inputs, kwargs):
                              "argument inputs must come from CPU operators")
     args = schema.check_args({k: v for k, v in kwargs.items() if k not in arg_inputs}, arg_inputs)
     args["device"] = device
-    if device == "mixed" or device == "gpu":
-        pipe = _current.pipeline()
-        if pipe is not None and pipe.config.device_id is None:
-            raise ValueError(f"{schema.name}: device '{device}' needs a GPU, but the pipeline was "
-                             "created with device_id=None (CPU only)")
-    node = OpNode(schema, device, args, inputs, arg_inputs, schema.outputs_for(args), args.get("name"))
-    if conditions is not None:
-        conditions.placed(node)
-    if schema.side_effects or args.get("preserve"):
-        if definition is None:
-            raise RuntimeError(f"{schema.name}: an operator with side effects (or preserve=True) "
-                               "needs a current pipeline: call it inside `with pipe:` or a @pipeline_def")
-        definition.sinks.append(node)
-    outs = node.outputs
-    return outs[0] if len(outs) == 1 else outs
+    pipe = _current.pipeline()
+    if device in ("mixed", "gpu") and pipe is not None and pipe.config.device_id is None:
+        raise ValueError(f"{schema.name}: device '{device}' needs a GPU, but the pipeline was "
+                         "created with device_id=None (CPU only)")
+    return args
 
 
 def topological_order(outputs, sinks=()):

@@ -2,8 +2,6 @@
 color_twist. Each is a per-sample affine colour transform, out = M @ pixel + offset, built
 here on the host with DALI's formulas and applied to the whole batch by one call of the
 `torchdali::color_transform` kernel (csrc/)."""
-import math
-
 import numpy as np
 import torch
 
@@ -40,24 +38,32 @@ def _half_range(dtype):
 
 def yiq_matrix(hue=0.0, saturation=1.0, value=1.0):
     """DALI's hsv approximation: rotate the IQ plane by `hue` degrees, scale IQ by
-    `saturation` and everything by `value`, in YIQ space."""
-    h = math.radians(hue)
-    m = np.diag([value, value * saturation, value * saturation])
-    rot = np.array([[1.0, 0.0, 0.0], [0.0, math.cos(h), math.sin(h)], [0.0, -math.sin(h), math.cos(h)]])
-    return _YIQ2RGB @ rot @ m @ _RGB2YIQ
+    `saturation` and everything by `value`, in YIQ space. Scalars give one 3x3 matrix,
+    arrays of N values N of them ([N, 3, 3])."""
+    h, s, v = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (hue, saturation, value)))
+    h = np.radians(h)
+    cos, sin, zero, one = np.cos(h), np.sin(h), np.zeros_like(h), np.ones_like(h)
+    rot = np.stack([np.stack([one, zero, zero], -1), np.stack([zero, cos, sin], -1),
+                    np.stack([zero, -sin, cos], -1)], -2)
+    scale = np.stack([np.stack([v, zero, zero], -1), np.stack([zero, v * s, zero], -1),
+                      np.stack([zero, zero, v * s], -1)], -2)
+    return _YIQ2RGB @ rot @ scale @ _RGB2YIQ
 
 
 class ColorOperator(Operator):
-    """Shared run(): check the batch, ask `transform(i, args, in_dtype, out_dtype, channels)`
-    for each sample's (matrix, offset), and apply them all in one kernel call. Subclasses
-    registered with fewer arguments see the missing ones at DALI's neutral values."""
+    """Shared step: check the batch, ask `transform(args, n, in_dtype, out_dtype, channels)`
+    for the batch's matrices [N, C, C] and offsets [N, C], and apply them all in one kernel
+    call. Subclasses registered with fewer arguments see the missing ones at DALI's
+    neutral values."""
 
     needs_rgb = False
 
-    def arg(self, args, name, i, neutral):
-        return args.sample(name, i) if name in self.spec.schema.args else neutral
+    def arg(self, args, name, n, neutral):
+        """Argument `name` as N float values (its neutral value where not declared or None)."""
+        v = args.batch(name) if name in self.spec.schema.args else None
+        return np.broadcast_to(np.asarray(neutral if v is None else v, np.float64), (n,))
 
-    def transform(self, i, args, in_dtype, out_dtype, channels):
+    def transform(self, args, n, in_dtype, out_dtype, channels):
         raise NotImplementedError
 
     def run(self, inputs, args, ctx):
@@ -76,19 +82,21 @@ class ColorOperator(Operator):
                              "float32 images", TypeError)
         out_dtype = in_dtype if args["dtype"] is None else types.to_torch_type(args["dtype"])
         c = images[0].shape[-1] if images[0].dim() else 0
-        matrices, offsets = [], []
-        for i, img in enumerate(images):
-            if img.dim() < 2 or img.shape[-1] != c:
-                raise self.error(f"sample {i} has shape {tuple(img.shape)}; expected channel-last "
-                                 f"images with {c} channels like sample 0", ValueError)
-            if self.needs_rgb and c != 3:
-                raise self.error(f"sample {i} has {c} channels; this operator needs RGB images "
-                                 "(3 channels)", ValueError)
-            m, off = self.transform(i, args, in_dtype, out_dtype, c)
-            matrices.append(m)
-            offsets.append(off)
-        matrices = torch.from_numpy(np.stack(matrices).astype(np.float32))
-        offsets = torch.from_numpy(np.stack(offsets).astype(np.float32))
+        try:
+            shapes = batch.sample_shapes()
+            fits = shapes.shape[1] >= 2 and bool((shapes[:, -1] == c).all())
+        except ValueError:  # samples of different ndim
+            fits = False
+        if not fits:
+            i = next(i for i, im in enumerate(images) if im.dim() < 2 or im.shape[-1] != c)
+            raise self.error(f"sample {i} has shape {tuple(images[i].shape)}; expected channel-last "
+                             f"images with {c} channels like sample 0", ValueError, sample=i)
+        if self.needs_rgb and c != 3:
+            raise self.error(f"sample 0 has {c} channels; this operator needs RGB images "
+                             "(3 channels)", ValueError, sample=0)
+        matrices, offsets = self.transform(args, len(images), in_dtype, out_dtype, c)
+        matrices = torch.from_numpy(np.ascontiguousarray(matrices, np.float32))
+        offsets = torch.from_numpy(np.ascontiguousarray(offsets, np.float32))
         # A dense batch stays one tensor (color_transform.dense); a list stays a list.
         src = batch.as_torch() if batch.is_dense_tensor() else images
         out = color_transform(src, matrices, offsets, out_dtype)
@@ -114,15 +122,14 @@ class BrightnessContrast(ColorOperator):
     """Adjusts brightness and contrast: out = brightness_shift * output_range +
     brightness * (contrast_center + contrast * (in - contrast_center))."""
 
-    def transform(self, i, args, in_dtype, out_dtype, channels):
-        b = self.arg(args, "brightness", i, 1.0)
-        shift = self.arg(args, "brightness_shift", i, 0.0)
-        k = self.arg(args, "contrast", i, 1.0)
-        center = self.arg(args, "contrast_center", i, None)
-        if center is None:
-            center = _half_range(in_dtype)
+    def transform(self, args, n, in_dtype, out_dtype, channels):
+        b = self.arg(args, "brightness", n, 1.0)
+        shift = self.arg(args, "brightness_shift", n, 0.0)
+        k = self.arg(args, "contrast", n, 1.0)
+        center = self.arg(args, "contrast_center", n, _half_range(in_dtype))
         offset = shift * _full_range(out_dtype) + b * (center - k * center)
-        return np.eye(channels) * (b * k), np.full(channels, offset)
+        eye = np.eye(channels)
+        return eye * (b * k)[:, None, None], np.repeat(offset[:, None], channels, axis=1)
 
 
 @register("brightness", devices=("cpu", "gpu"), inputs=(1, 1),
@@ -153,10 +160,10 @@ class Hsv(ColorOperator):
 
     needs_rgb = True
 
-    def transform(self, i, args, in_dtype, out_dtype, channels):
-        m = yiq_matrix(self.arg(args, "hue", i, 0.0), self.arg(args, "saturation", i, 1.0),
-                       self.arg(args, "value", i, 1.0))
-        return m, np.zeros(3)
+    def transform(self, args, n, in_dtype, out_dtype, channels):
+        m = yiq_matrix(self.arg(args, "hue", n, 0.0), self.arg(args, "saturation", n, 1.0),
+                       self.arg(args, "value", n, 1.0))
+        return m, np.zeros((n, 3))
 
 
 @register("hue", devices=("cpu", "gpu"), inputs=(1, 1), args=[_HUE, _dtype_arg(None), _IMAGE_TYPE])
@@ -182,8 +189,8 @@ class ColorTwist(ColorOperator):
 
     needs_rgb = True
 
-    def transform(self, i, args, in_dtype, out_dtype, channels):
-        b, k = args.sample("brightness", i), args.sample("contrast", i)
-        m = b * k * yiq_matrix(args.sample("hue", i), args.sample("saturation", i))
+    def transform(self, args, n, in_dtype, out_dtype, channels):
+        b, k = self.arg(args, "brightness", n, 1.0), self.arg(args, "contrast", n, 1.0)
+        m = (b * k)[:, None, None] * yiq_matrix(self.arg(args, "hue", n, 0.0), self.arg(args, "saturation", n, 1.0))
         half = 0.5 if in_dtype.is_floating_point else 128.0
-        return m, np.full(3, (half - half * k) * b)
+        return m, np.repeat(((half - half * k) * b)[:, None], 3, axis=1)

@@ -5,6 +5,7 @@ flip and transpose run the `torchdali::flip` / `torchdali::transpose` kernels (c
 the whole batch in one call. pad is torch's fill and strided copy per
 sample: both are memory-bound copies that torch already does at full bandwidth, so a
 batched kernel would only save a few launches."""
+import numpy as np
 import torch
 
 from ..schema import BOOL, FLOAT, INT, INTS, LAYOUT, Arg, register
@@ -26,7 +27,8 @@ def _default_layout(op, batch, ndim):
 
 
 def _flags(args, name, n):
-    return torch.tensor([int(args.sample(name, i)) != 0 for i in range(n)], dtype=torch.uint8)
+    """Argument `name` as one uint8 0/1 flag per sample."""
+    return torch.from_numpy((np.broadcast_to(np.asarray(args.batch(name)), (n,)) != 0).astype(np.uint8))
 
 
 @register("flip", devices=("cpu", "gpu"), inputs=(1, 1), aliases=("Flip",), args=[

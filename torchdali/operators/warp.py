@@ -11,6 +11,7 @@ from .. import types
 from ..schema import BOOL, DTYPE, FLOAT, FLOATS, INTERP_TYPE, REQUIRED, ArgType, Arg, register
 from ..tensor_list import TensorList
 from .base import Operator
+from .images import image_batch
 
 _F32 = np.float32
 _D2R = _F32(math.pi / 180)  # DALI's deg2rad constant, in float
@@ -56,20 +57,9 @@ WARP_ARGS = [
 
 
 def _images(op, batch):
-    """The batch's samples and whether they are CHW; HWC (or no layout) and CHW 2D images."""
-    images = batch.as_torch_list()
-    layout = batch.layout() or "HWC"
-    if layout not in ("HWC", "CHW"):
-        raise op.error(f"input layout '{layout}' is not supported; give HWC or CHW images (3D "
-                       "volumes and sequences are not supported)", ValueError)
-    for i, im in enumerate(images):
-        if im.dim() != 3:
-            raise op.error(f"sample {i} has shape {tuple(im.shape)}; expected {layout} images "
-                           "(3D volumes and sequences are not supported)", ValueError)
-        if im.dtype not in (torch.uint8, torch.float16, torch.float32):
-            raise op.error(f"input type {im.dtype} is not supported; give uint8, float16 or "
-                           "float32 images", TypeError)
-    return images, layout == "CHW"
+    """The batch's samples and whether they are CHW (2D HWC/CHW images, see images.py)."""
+    images = image_batch(op, batch)
+    return images.samples, images.chw
 
 
 def _spatial(im, chw):

@@ -6,11 +6,10 @@ import warnings
 import torch
 
 from .. import _current, conditionals
-from ..executor import AsyncRunner, Executor, SyncRunner, _Failure, _Halt
+from ..executor import AsyncRunner, Executor, SyncRunner, _Failure, _Halt, hand_over
 from ..graph import DataNode, Definition, call_operator, topological_order
 from ..operators.external_source import worker_spec
 from ..workers import ParallelSource, WorkerPool
-from ..tensor_list import TensorListGPU
 from . import checkpoints, output_checks
 from .config import PipelineConfig
 
@@ -288,17 +287,7 @@ class Pipeline:
             warnings.warn(message, stacklevel=3)
         outs = item.outputs
         self._check_outputs(outs)
-        if item.event is not None:
-            stream = _as_torch_stream(cuda_stream, self._executor.cuda_device)
-            if stream is None:
-                item.event.synchronize()
-                stream = torch.cuda.current_stream(self._executor.cuda_device)
-            else:
-                stream.wait_event(item.event)
-            for out in outs:
-                if isinstance(out, TensorListGPU):
-                    for t in out.as_torch_list():
-                        t.record_stream(stream)
+        hand_over(item, cuda_stream)
         return outs
 
     def outputs(self, cuda_stream=None):
@@ -525,16 +514,6 @@ def _flatten_outputs(outputs):
         else:
             flat.append(call_operator("_constant", [], {"value": x, "device": "cpu"}))
     return flat
-
-
-def _as_torch_stream(cuda_stream, device):
-    if cuda_stream is None:
-        return None
-    if isinstance(cuda_stream, torch.cuda.Stream):
-        return cuda_stream
-    if hasattr(cuda_stream, "ptr"):  # CuPy
-        cuda_stream = cuda_stream.ptr
-    return torch.cuda.ExternalStream(int(cuda_stream), device=device)
 
 
 _PIPELINE_ARGS = set(inspect.signature(Pipeline.__init__).parameters) - {"self"}

@@ -2,7 +2,7 @@
 import torch
 
 from ... import types
-from ...pipeline import _as_torch_stream
+from ...executor import as_torch_stream
 from ...tensor_list import Tensor, TensorList
 
 to_torch_type = {t: types.to_torch_type(t) for t in types._TO_TORCH}
@@ -31,7 +31,7 @@ def feed_ndarray(dali_tensor, arr, cuda_stream=None):
         arr.copy_(src)
         return arr
     device = src.device if src.is_cuda else arr.device
-    stream = _as_torch_stream(cuda_stream, device) or torch.cuda.current_stream(device)
+    stream = as_torch_stream(cuda_stream, device) or torch.cuda.current_stream(device)
     with torch.cuda.stream(stream):
         arr.copy_(src, non_blocking=True)
     for t in (src, arr):
