@@ -28,3 +28,21 @@ def test_external_source_benchmark_runs_and_prints_ratios(scenario, output):
                          text=True, timeout=300, cwd=ROOT, check=True).stdout
     assert "parallel / readers.file" in out and "parallel / single-process" in out, out
     assert output in out and out.count(" images/s ") == 3, out
+
+
+def test_chain_benchmark_prints_a_row_per_path():
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "chain.py"), "--paths", "cpu",
+                          "--batch-size", "8", "--iterations", "2", "--repeats", "1", "--warmup", "1"],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT, check=True).stdout
+    rows = [line for line in out.splitlines() if line.startswith("| cpu |")]
+    assert len(rows) == 1, out
+    ours = float(rows[0].split("|")[2])
+    assert ours > 0, out
+
+
+def test_profile_lists_the_per_sample_python_calls(tmp_path):
+    env = dict(os.environ, TMPDIR=str(tmp_path))  # the 512 generated photos go there
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "profile_pipeline.py"), "--device", "cpu",
+                          "--batch-size", "8", "--iterations", "1", "--top", "3"], capture_output=True, text=True,
+                         timeout=600, cwd=ROOT, check=True, env=env).stdout
+    assert "train stage, cpu, batch 8" in out and "Python functions called at least once per sample" in out, out

@@ -48,7 +48,7 @@ class ImageBatch:
         return "CHW" if self.chw else "HWC"
 
 
-def image_batch(op, batch, dtypes=IMAGE_DTYPES):
+def image_batch(op, batch):
     """The batch as an ImageBatch; errors name the operator and the first sample that is
     not an image of the batch's layout and a supported type (a dense batch is checked once)."""
     layout = batch.layout() or "HWC"
@@ -68,6 +68,6 @@ def image_batch(op, batch, dtypes=IMAGE_DTYPES):
         raise op.error(f"sample {i} has shape {tuple(samples[i].shape)}; expected {layout} images ({_NOT_2D})",
                        ValueError, sample=i)
     dtype = dense.dtype if dense is not None else samples[0].dtype
-    if dtype not in dtypes:
+    if dtype not in IMAGE_DTYPES:
         raise _dtype_error(op, dtype)
     return ImageBatch(samples, chw, shapes[:, 1:] if chw else shapes[:, :2], shapes[:, 0] if chw else shapes[:, 2])

@@ -24,10 +24,11 @@ class _Distribution(RandomOperator):
 
     def plan(self, inputs):
         a = self.spec.args
-        self.dtype = types.to_numpy_type(a["dtype"] if a.get("dtype") is not None else self.default_dtype)
+        dtype = a["dtype"] if a.get("dtype") is not None else self.default_dtype
+        self.dtype = types.to_numpy_type(dtype)
         ndim = inputs[0].ndim if inputs else None if "shape" in self.spec.arg_input_names else len(a["shape"] or ())
         device = "cpu" if self.spec.device == "cpu" else "gpu"
-        return [BatchSpec(device, torch.from_numpy(np.zeros(0, self.dtype)).dtype, ndim, "")], self.step
+        return [BatchSpec(device, types.to_torch_type(dtype), ndim, "")], self.step
 
     def batch_shape(self, inputs, args, n):
         """(n, *shape) when every sample has one shape, else the list of sample shapes."""

@@ -88,7 +88,7 @@ def run_warp(op, batch, images, chw, matrices, sizes, args):
     from ..kernels.warp import warp_affine  # loads the extension on first use
 
     n = len(images)
-    interp = [int(args.sample("interp_type", i)) for i in range(n)]
+    interp = np.broadcast_to(np.asarray(args.batch("interp_type"), np.int64), (n,)).tolist()
     fill = args["fill_value"]
     fill = None if fill is None else torch.tensor([fill], dtype=torch.float32)
     dtype = images[0].dtype if args["dtype"] is None else types.to_torch_type(args["dtype"])
