@@ -132,7 +132,7 @@ def _convert_batch(op, name, batch):
                 raise op.error(f"{where} sample {i} has shape {tuple(samples[i].shape)}; expected one "
                                f"value ({arg.type})", TypeError, sample=i)
             dense = torch.stack([s.reshape(()) for s in samples]) if samples else torch.zeros(0)
-        elif dense[0].numel() != 1 if len(dense) else False:
+        elif len(dense) and dense[0].numel() != 1:
             raise op.error(f"{where} has samples of shape {tuple(dense.shape[1:])}; expected one value "
                            f"({arg.type})", TypeError, sample=0)
         raw = dense.reshape(len(dense)).numpy()

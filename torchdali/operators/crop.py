@@ -75,8 +75,7 @@ def crop_normalize(images, windows, *, in_chw, out_dtype, out_chw, fill, device,
     mean, std = np.asarray(mean, np.float64), np.asarray(std, np.float64)
     mirror = torch.from_numpy(np.broadcast_to(np.asarray(mirror, np.uint8), (n,)).copy())
     anchors = torch.from_numpy(np.ascontiguousarray(windows[:, :2]))
-    keys = [windows[:, 2:]] + [np.broadcast_to(v.reshape(len(v), -1), (n, v.shape[1])) for v in (mean, std)
-                               if v.ndim == 2]
+    keys = [windows[:, 2:]] + [v for v in (mean, std) if v.ndim == 2]  # per-sample rows split the batch
     layout = "CHW" if out_chw else "HWC"
 
     def call(idx, first):

@@ -47,9 +47,9 @@ class _Distribution(RandomOperator):
         n = len(inputs[0]) if inputs else ctx.batch_size
         shape = self.batch_shape(inputs, args, n)
         if isinstance(shape, tuple):
-            out = torch.from_numpy(self.draw(shape, _Params(args, n, len(shape))).astype(self.dtype, copy=False))
+            out = torch.from_numpy(self.draw(shape, _Params(args, len(shape))).astype(self.dtype, copy=False))
         else:  # samples of different shapes: one draw each
-            out = [torch.from_numpy(self.draw((1,) + s, _Params(args, n, len(s) + 1, i))[0].astype(self.dtype))
+            out = [torch.from_numpy(self.draw((1,) + s, _Params(args, len(s) + 1, i))[0].astype(self.dtype))
                    for i, s in enumerate(shape)]
         if self.spec.device != "cpu":
             out = out.to(ctx.cuda_device) if isinstance(out, torch.Tensor) else [t.to(ctx.cuda_device) for t in out]
@@ -64,8 +64,8 @@ class _Params:
     """Argument values shaped to broadcast over a draw of `ndim` dims, batch first: all
     samples, or only sample `i`."""
 
-    def __init__(self, args, n, ndim, i=None):
-        self.args, self.n, self.ndim, self.i = args, n, ndim, i
+    def __init__(self, args, ndim, i=None):
+        self.args, self.ndim, self.i = args, ndim, i
 
     def __call__(self, name, column=None):
         v = self.args.batch(name)
