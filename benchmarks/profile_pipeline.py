@@ -1,16 +1,19 @@
-"""Profiles the main benchmark's train (or val) pipeline, synchronously and on one thread so
-that every Python call is seen: the time per batch, the functions with the most cumulative
-time per batch, and the Python functions called at least once per sample (a per-sample
-loop on the hot path). For tuning and for notes:
+"""Profiles the main benchmark's train (or val) pipeline, or the framework-cost chain of
+chain.py, synchronously and on one thread so that every Python call is seen: the time per
+batch, the functions with the most cumulative time per batch, and the Python functions
+called at least once per sample (a per-sample loop on the hot path). For tuning and for
+notes:
 
-    python benchmarks/profile_pipeline.py [--device gpu|cpu] [--stage train|val]"""
+    python benchmarks/profile_pipeline.py [--device gpu|cpu] [--stage train|val|chain]"""
 import argparse
 import cProfile
 import os
 import pstats
+import sys
 import tempfile
 import time
 
+import numpy as np
 import torch
 
 import torchdali
@@ -21,16 +24,23 @@ from torchdali.sample_data import write_photo_dataset
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", choices=("cpu", "gpu"), default="gpu" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--stage", choices=("train", "val"), default="train")
+    parser.add_argument("--stage", choices=("train", "val", "chain"), default="train")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--top", type=int, default=20)
     args = parser.parse_args()
     gpu = args.device == "gpu"
-    data = write_photo_dataset(os.path.join(tempfile.gettempdir(), "torchdali-photos-512"), num_images=512)
-    pipe = define_pipeline(torchdali, args.stage)(data, gpu, batch_size=args.batch_size, num_threads=1,
-                                                  device_id=0 if gpu else None, exec_async=False,
-                                                  exec_pipelined=False, seed=0)
+    settings = dict(batch_size=args.batch_size, num_threads=1, device_id=0 if gpu else None, exec_async=False,
+                    exec_pipelined=False, seed=0)
+    if args.stage == "chain":
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from chain import define
+        rng = np.random.default_rng(0)
+        images = [rng.integers(0, 256, (32, 32, 3), dtype=np.uint8) for _ in range(args.batch_size)]
+        pipe = define(torchdali, gpu, images)(**settings)
+    else:
+        data = write_photo_dataset(os.path.join(tempfile.gettempdir(), "torchdali-photos-512"), num_images=512)
+        pipe = define_pipeline(torchdali, args.stage)(data, gpu, **settings)
     pipe.run()
     profiler = cProfile.Profile()
     start = time.perf_counter()

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dispatch.h"
+#include "samples.h"
 
 namespace torchdali {
 namespace cmn {
@@ -38,7 +39,7 @@ C10_HOST_DEVICE inline T convert_sat(float v) {
 // These small parameters stay on the CPU when given there (the CUDA kernel uploads them in
 // one copy, without waiting for the GPU) and otherwise move to the images' device.
 struct Args {
-  std::vector<at::Tensor> images;
+  Samples images;
   at::Tensor anchors, mirror, mean, inv_std, fill;
   int64_t n = 0, channels = 0;
   bool in_chw = false;
@@ -79,42 +80,38 @@ inline at::Tensor per_channel(const at::Tensor& t, const char* name, int64_t c,
   return t.to(param_device(t, device), at::kFloat).expand({c}).contiguous();
 }
 
-inline Args prepare(const at::TensorList& images, const at::Tensor& anchors,
-                    const at::Tensor& mirror, const at::Tensor& mean,
-                    const at::Tensor& inv_std, int64_t crop_h, int64_t crop_w,
-                    at::ScalarType out_dtype, bool out_chw, int64_t out_channels,
+inline Args prepare(Samples images, const at::Tensor& anchors, const at::Tensor& mirror,
+                    const at::Tensor& mean, const at::Tensor& inv_std, int64_t crop_h,
+                    int64_t crop_w, at::ScalarType out_dtype, bool out_chw, int64_t out_channels,
                     const at::Tensor& fill, bool in_chw) {
-  Args a;
-  a.n = static_cast<int64_t>(images.size());
+  Args a{std::move(images)};
+  a.n = a.images.size();
   a.in_chw = in_chw;
-  TORCH_CHECK_VALUE(a.n > 0, "crop_mirror_normalize: `images` must hold at least one image");
-  const at::Tensor& first = images[0];
   const char* layout = in_chw ? "CHW" : "HWC";
   const int cdim = in_chw ? 0 : 2;
-  TORCH_CHECK_VALUE(first.dim() == 3, "crop_mirror_normalize: `images` must be ", layout,
-                    " (3 dims), sample 0 has shape ", first.sizes());
-  TORCH_CHECK_TYPE(is_allowed_input(first.scalar_type()),
+  TORCH_CHECK_VALUE(a.images.dim(0) == 3, "crop_mirror_normalize: `images` must be ", layout,
+                    " (3 dims), sample 0 has shape ", a.images.sizes(0));
+  const at::ScalarType dtype = a.images.dtype(0);
+  TORCH_CHECK_TYPE(is_allowed_input(dtype),
                    "crop_mirror_normalize: `images` must be uint8, float16 or float32, got ",
-                   first.scalar_type());
-  a.channels = first.size(cdim);
+                   dtype);
+  a.channels = a.images.size(0, cdim);
   TORCH_CHECK_VALUE(a.channels > 0, "crop_mirror_normalize: `images` must have channels");
-  const at::Device device = first.device();
-  a.images.reserve(a.n);
+  const at::Device device = a.images.device(0);
   for (int64_t i = 0; i < a.n; ++i) {
-    const at::Tensor& im = images[i];
-    TORCH_CHECK_VALUE(im.dim() == 3, "crop_mirror_normalize: `images` must be ", layout,
-                      " (3 dims), sample ", i, " has shape ", im.sizes());
-    TORCH_CHECK_VALUE(im.size(cdim) == a.channels,
+    const at::IntArrayRef shape = a.images.sizes(i);
+    TORCH_CHECK_VALUE(shape.size() == 3, "crop_mirror_normalize: `images` must be ", layout,
+                      " (3 dims), sample ", i, " has shape ", shape);
+    TORCH_CHECK_VALUE(shape[cdim] == a.channels,
                       "crop_mirror_normalize: all `images` must have the same number of "
                       "channels; sample 0 has ", a.channels, ", sample ", i, " has ",
-                      im.size(cdim));
-    TORCH_CHECK_TYPE(im.scalar_type() == first.scalar_type(),
+                      shape[cdim]);
+    TORCH_CHECK_TYPE(a.images.dtype(i) == dtype,
                      "crop_mirror_normalize: all `images` must have the same dtype; sample 0 "
-                     "is ", first.scalar_type(), ", sample ", i, " is ", im.scalar_type());
-    TORCH_CHECK_VALUE(im.device() == device, "crop_mirror_normalize: all `images` must be on "
-                      "one device; sample 0 is on ", device, ", sample ", i, " on ",
-                      im.device());
-    a.images.push_back(im.contiguous());
+                     "is ", dtype, ", sample ", i, " is ", a.images.dtype(i));
+    TORCH_CHECK_VALUE(a.images.device(i) == device, "crop_mirror_normalize: all `images` must "
+                      "be on one device; sample 0 is on ", device, ", sample ", i, " on ",
+                      a.images.device(i));
   }
   TORCH_CHECK_VALUE(crop_h > 0 && crop_w > 0, "crop_mirror_normalize: `crop_h` and `crop_w` "
                     "must be positive, got crop_h=", crop_h, ", crop_w=", crop_w);
@@ -155,7 +152,7 @@ inline Args prepare(const at::TensorList& images, const at::Tensor& anchors,
   std::vector<int64_t> shape = out_chw
       ? std::vector<int64_t>{a.n, out_channels, crop_h, crop_w}
       : std::vector<int64_t>{a.n, crop_h, crop_w, out_channels};
-  a.out = at::empty(shape, first.options().dtype(out_dtype));
+  a.out = at::empty(shape, a.images.options().dtype(out_dtype));
   return a;
 }
 
@@ -165,9 +162,9 @@ void dispatch(at::ScalarType in, at::ScalarType out, F&& f) {
   dispatch_types<true>("crop_mirror_normalize", in, out, f);
 }
 
-// The height and width of an input image.
-inline int64_t image_h(const at::Tensor& im, bool in_chw) { return im.size(in_chw ? 1 : 0); }
-inline int64_t image_w(const at::Tensor& im, bool in_chw) { return im.size(in_chw ? 2 : 1); }
+// The height and width of input image i.
+inline int64_t image_h(const Args& a, int64_t i) { return a.images.size(i, a.in_chw ? 1 : 0); }
+inline int64_t image_w(const Args& a, int64_t i) { return a.images.size(i, a.in_chw ? 2 : 1); }
 
 // Writes one output pixel (all out_channels channels). `in_px` is the input pixel or null
 // when it lies outside the image, `in_cstride` the input's channel stride; `cstride` is the

@@ -15,6 +15,12 @@ TORCH_LIBRARY(torchdali, m) {
       "crop_mirror_normalize(Tensor[] images, Tensor anchors, Tensor mirror, Tensor mean, "
       "Tensor inv_std, int crop_h, int crop_w, ScalarType out_dtype, bool out_chw, "
       "int out_channels, float scale, float shift, Tensor fill, bool in_chw=False) -> Tensor");
+  // crop_mirror_normalize of a dense batch [N, H, W, C] (or [N, C, H, W]), read in place.
+  m.def(
+      "crop_mirror_normalize.dense_in(Tensor images, Tensor anchors, Tensor mirror, "
+      "Tensor mean, Tensor inv_std, int crop_h, int crop_w, ScalarType out_dtype, "
+      "bool out_chw, int out_channels, float scale, float shift, Tensor fill, "
+      "bool in_chw=False) -> Tensor");
   // Applies a per-sample affine colour transform to channel-last (HWC, FHWC, ...) images:
   //   out[c] = offsets[i, c] + sum_k matrices[i, c, k] * in[k]
   // in float32, converted (rounded half away from zero, saturated) to `out_dtype`. One output
@@ -39,6 +45,10 @@ TORCH_LIBRARY(torchdali, m) {
       "ScalarType out_dtype, bool chw=False) -> Tensor[]");
   m.def(
       "resize.dense(Tensor[] images, int[] out_sizes, Tensor rois, Tensor interp, "
+      "bool antialias, ScalarType out_dtype, bool chw=False) -> Tensor");
+  // resize.dense of a dense batch [N, H, W, C] (or [N, C, H, W]), read in place.
+  m.def(
+      "resize.dense_in(Tensor images, int[] out_sizes, Tensor rois, Tensor interp, "
       "bool antialias, ScalarType out_dtype, bool chw=False) -> Tensor");
   // Flips each sample of `images` (any dtype of 1, 2, 4 or 8 bytes): dims height_dim and
   // height_dim + 1 are H and W (HWC: 0, CHW: 1); sample i is mirrored left-right where
@@ -93,4 +103,8 @@ TORCH_LIBRARY(torchdali, m) {
   // width), from the marker segments before the image data; a field not found keeps its
   // default (1, 1, 0, 0). Parsed on the intra-op threads. Serves the image decoders.
   m.def("jpeg_headers(Tensor[] data) -> Tensor");
+  // Copies CPU `samples` (one dtype and number of dims, any shapes) back to back into one
+  // 1-D buffer, in pinned memory when `pin_memory`; returns it and the samples' shapes as
+  // int64 [N, ndim]. Serves host-to-GPU copies of a batch, and stacking a list.
+  m.def("pack(Tensor[] samples, bool pin_memory=False) -> (Tensor, Tensor)");
 }

@@ -19,6 +19,7 @@
 #include "crop_mirror_normalize.h"
 
 #include "dispatch.h"
+#include "samples.h"
 
 namespace torchdali {
 namespace resize {
@@ -202,30 +203,38 @@ struct Plan {
 };
 
 // The kernels resample HWC units: a whole HWC image, or one channel plane (viewed as
-// [H, W, 1]) of a CHW image. `images`, `plans` and `outs` are per unit; `results` are the
-// op's outputs, per sample, and `dense` their [N, ...] storage when one was asked for.
-struct Args {
-  std::vector<at::Tensor> images;
-  std::vector<Plan> plans;
-  std::vector<at::Tensor> outs;
-  int64_t n = 0, channels = 0;  // units, and the channels of a unit
-  std::vector<at::Tensor> results;
-  at::Tensor dense;
+// [H, W, 1]) of a CHW image. `units` and `plans` are per unit; `results` are the op's
+// outputs, per sample, or `dense` their [N, ...] storage when one was asked for.
+struct Unit {
+  const void* src;  // rows of `width` pixels of `channels` values
+  int64_t width;
+  void* dst;        // rows of the plan's output width
 };
 
-inline Args prepare(const at::TensorList& images, at::IntArrayRef out_sizes,
-                    const at::Tensor& rois, const at::Tensor& interp, bool antialias,
-                    at::ScalarType out_dtype, bool chw, bool dense) {
+struct Args {
+  std::vector<Unit> units;
+  std::vector<Plan> plans;
+  int64_t n = 0, channels = 0;  // units, and the channels of a unit
+  at::ScalarType in_dtype = at::kByte;
+  at::Device device = at::kCPU;
+  std::vector<at::Tensor> results;
+  at::Tensor dense;
+  std::vector<Samples> inputs;  // keeps the units' sources alive
+};
+
+inline Args prepare(Samples images, at::IntArrayRef out_sizes, const at::Tensor& rois,
+                    const at::Tensor& interp, bool antialias, at::ScalarType out_dtype, bool chw,
+                    bool dense) {
   Args a;
-  const int64_t n = static_cast<int64_t>(images.size());
-  TORCH_CHECK_VALUE(n > 0, "resize: `images` must hold at least one image");
-  const at::Tensor& first = images[0];
+  const int64_t n = images.size();
   const char* layout = chw ? "CHW" : "HWC";
   const int cdim = chw ? 0 : 2, hdim = chw ? 1 : 0;
-  TORCH_CHECK_VALUE(first.dim() == 3, "resize: `images` must be ", layout, " (3 dims), sample "
-                    "0 has shape ", first.sizes());
-  TORCH_CHECK_TYPE(is_allowed(first.scalar_type()), "resize: `images` must be uint8, float16 "
-                   "or float32, got ", first.scalar_type());
+  TORCH_CHECK_VALUE(images.dim(0) == 3, "resize: `images` must be ", layout, " (3 dims), "
+                    "sample 0 has shape ", images.sizes(0));
+  a.in_dtype = images.dtype(0);
+  a.device = images.device(0);
+  TORCH_CHECK_TYPE(is_allowed(a.in_dtype), "resize: `images` must be uint8, float16 or float32, "
+                   "got ", a.in_dtype);
   TORCH_CHECK_TYPE(is_allowed(out_dtype), "resize: `out_dtype` must be uint8, float16 or "
                    "float32, got ", out_dtype);
   TORCH_CHECK_VALUE(static_cast<int64_t>(out_sizes.size()) == 2 * n, "resize: `out_sizes` "
@@ -235,36 +244,38 @@ inline Args prepare(const at::TensorList& images, at::IntArrayRef out_sizes,
                     "resize: `rois` must have shape [", n, ", 4], got ", rois.sizes());
   TORCH_CHECK_VALUE(interp.dim() == 2 && interp.size(0) == n && interp.size(1) == 2,
                     "resize: `interp` must have shape [", n, ", 2], got ", interp.sizes());
-  const int64_t channels = first.size(cdim);
+  const int64_t channels = images.size(0, cdim);
   a.channels = chw ? 1 : channels;
   for (int64_t i = 1; dense && i < n; ++i)
     TORCH_CHECK_VALUE(out_sizes[2 * i] == out_sizes[0] && out_sizes[2 * i + 1] == out_sizes[1],
                       "resize: a dense output needs one output size for all images; sample 0 "
                       "is ", out_sizes[0], "x", out_sizes[1], ", sample ", i, " is ",
                       out_sizes[2 * i], "x", out_sizes[2 * i + 1]);
+  const at::TensorOptions out_options = images.options().dtype(out_dtype);
   if (dense) {
     const int64_t oh = out_sizes[0], ow = out_sizes[1];
     a.dense = at::empty(chw ? std::vector<int64_t>{n, channels, oh, ow}
                             : std::vector<int64_t>{n, oh, ow, channels},
-                        first.options().dtype(out_dtype));
+                        out_options);
   }
   const at::Tensor r = rois.to(at::kCPU, at::kFloat).contiguous();
   const at::Tensor it = interp.to(at::kCPU, at::kLong).contiguous();
   const float* rp = r.data_ptr<float>();
   const int64_t* ip = it.data_ptr<int64_t>();
+  const int64_t in_elem = at::elementSize(a.in_dtype), out_elem = at::elementSize(out_dtype);
+  char* dense_out = dense ? static_cast<char*>(a.dense.data_ptr()) : nullptr;
   for (int64_t i = 0; i < n; ++i) {
-    const at::Tensor& im = images[i];
-    TORCH_CHECK_VALUE(im.dim() == 3 && im.size(cdim) == channels, "resize: all `images` must "
+    const at::IntArrayRef shape = images.sizes(i);
+    TORCH_CHECK_VALUE(shape.size() == 3 && shape[cdim] == channels, "resize: all `images` must "
                       "be ", layout, " with ", channels, " channels; sample ", i, " has shape ",
-                      im.sizes());
-    TORCH_CHECK_TYPE(im.scalar_type() == first.scalar_type(), "resize: all `images` must have "
-                     "the same dtype; sample 0 is ", first.scalar_type(), ", sample ", i,
-                     " is ", im.scalar_type());
-    TORCH_CHECK_VALUE(im.device() == first.device(), "resize: all `images` must be on one "
-                      "device; sample 0 is on ", first.device(), ", sample ", i, " on ",
-                      im.device());
-    TORCH_CHECK_VALUE(im.size(hdim) > 0 && im.size(hdim + 1) > 0, "resize: sample ", i,
-                      " is empty (", im.sizes(), ")");
+                      shape);
+    TORCH_CHECK_TYPE(images.dtype(i) == a.in_dtype, "resize: all `images` must have the same "
+                     "dtype; sample 0 is ", a.in_dtype, ", sample ", i, " is ", images.dtype(i));
+    TORCH_CHECK_VALUE(images.device(i) == a.device, "resize: all `images` must be on one "
+                      "device; sample 0 is on ", a.device, ", sample ", i, " on ",
+                      images.device(i));
+    TORCH_CHECK_VALUE(shape[hdim] > 0 && shape[hdim + 1] > 0, "resize: sample ", i,
+                      " is empty (", shape, ")");
     const int64_t oh = out_sizes[2 * i], ow = out_sizes[2 * i + 1];
     TORCH_CHECK_VALUE(oh > 0 && ow > 0, "resize: output size of sample ", i, " must be "
                       "positive, got ", oh, "x", ow);
@@ -272,7 +283,7 @@ inline Args prepare(const at::TensorList& images, at::IntArrayRef out_sizes,
       TORCH_CHECK_VALUE(ip[2 * i + k] >= kNN && ip[2 * i + k] <= kGaussian, "resize: unknown "
                         "interpolation type ", ip[2 * i + k], " for sample ", i);
     Plan p;
-    const int64_t in_sz[2] = {im.size(hdim), im.size(hdim + 1)}, out_sz[2] = {oh, ow};
+    const int64_t in_sz[2] = {shape[hdim], shape[hdim + 1]}, out_sz[2] = {oh, ow};
     for (int d = 0; d < 2; ++d) {
       float lo = rp[4 * i + d], hi = rp[4 * i + 2 + d];
       TORCH_CHECK_VALUE(std::isfinite(lo) && std::isfinite(hi), "resize: ROI of sample ", i,
@@ -299,18 +310,25 @@ inline Args prepare(const at::TensorList& images, at::IntArrayRef out_sizes,
       p.lo = std::max<int64_t>(0, p.lo - 1);
       p.hi = std::min(second.in_size, p.hi + 1);
     }
-    const at::Tensor src = im.contiguous();
-    a.results.push_back(dense ? a.dense[i]
-                              : at::empty(chw ? std::vector<int64_t>{channels, oh, ow}
-                                              : std::vector<int64_t>{oh, ow, channels},
-                                          first.options().dtype(out_dtype)));
+    const int64_t out_bytes = channels * oh * ow * out_elem;
+    char* out;
+    if (dense) {
+      out = dense_out + i * out_bytes;
+    } else {
+      a.results.push_back(at::empty(chw ? std::vector<int64_t>{channels, oh, ow}
+                                        : std::vector<int64_t>{oh, ow, channels},
+                                    out_options));
+      out = static_cast<char*>(a.results.back().data_ptr());
+    }
+    const char* src = static_cast<const char*>(images.data(i));
+    const int64_t plane_in = in_sz[0] * in_sz[1] * in_elem, plane_out = oh * ow * out_elem;
     for (int64_t c = 0; c < (chw ? channels : 1); ++c) {
       a.plans.push_back(p);
-      a.images.push_back(chw ? src[c].unsqueeze(-1) : src);
-      a.outs.push_back(chw ? a.results.back()[c].unsqueeze(-1) : a.results.back());
+      a.units.push_back(Unit{src + c * plane_in, in_sz[1], out + c * plane_out});
     }
   }
-  a.n = static_cast<int64_t>(a.images.size());
+  a.n = static_cast<int64_t>(a.units.size());
+  a.inputs.push_back(std::move(images));
   return a;
 }
 

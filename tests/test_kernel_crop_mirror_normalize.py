@@ -169,6 +169,23 @@ def test_python_face_defaults(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("in_chw", [False, True], ids=["from_hwc", "from_chw"])
+@pytest.mark.parametrize("in_dtype", [torch.uint8, torch.float32])
+def test_a_dense_input_matches_reference(in_dtype, in_chw, device):
+    """A dense batch is read in place (crop_mirror_normalize.dense_in), a non-contiguous
+    one too, with the results of the list form."""
+    args = make_args([(23, 17)] * 6, in_dtype, torch.float32, True, device, crop=(9, 11))
+    expected = reference(*args)
+    batch = torch.stack(args[0])
+    if in_chw:
+        batch = batch.permute(0, 3, 1, 2).contiguous()
+    assert_matches(crop_mirror_normalize(batch, *args[1:], in_chw=in_chw), expected)
+    strided = torch.cat([batch, batch], dim=1)[:, :batch.shape[1]]  # not contiguous
+    assert_matches(crop_mirror_normalize(strided, *args[1:], in_chw=in_chw), expected)
+    torch.library.opcheck(torch.ops.torchdali.crop_mirror_normalize.dense_in, (batch, *args[1:], in_chw))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("out_chw", [False, True], ids=["hwc", "chw"])
 def test_opcheck(out_chw, device):
     args = make_args(SIZES, torch.uint8, torch.float16, out_chw, device)

@@ -155,6 +155,27 @@ def test_chw_and_dense_outputs_equal_the_hwc_list(dtype, interp, device):
     assert torch.equal(dense_chw, expected.permute(0, 3, 1, 2))
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("interp", [NN, LINEAR, CUBIC])
+@pytest.mark.parametrize("chw", [False, True], ids=["hwc", "chw"])
+def test_a_dense_input_equals_its_samples(chw, interp, device):
+    """A dense batch, read in place (resize.dense_in), or a non-contiguous one, gives what its
+    samples give as a list; with different output sizes it goes through the list form."""
+    batch = torch.stack(random_images([(13, 21)] * 5, 3, torch.uint8, device, seed=3))
+    if chw:
+        batch = batch.permute(0, 3, 1, 2).contiguous()
+    rois = torch.tensor([[1.5, 2.0, 11.0, 20.0], [0.0, 0.0, 0.0, 0.0], [12.0, 1.0, 2.0, 4.5],
+                         [0.0, 0.0, 0.0, 0.0], [3.0, 3.0, 4.0, 9.0]])
+    same = [(7, 12)] * 5
+    expected = resize(list(batch.unbind(0)), same, rois, interp, True, torch.float32, chw=chw, dense=True)
+    assert torch.equal(resize(batch, same, rois, interp, True, torch.float32, chw=chw, dense=True), expected)
+    strided = torch.cat([batch, batch], dim=-1)[..., :batch.shape[-1]]  # not contiguous
+    assert torch.equal(resize(strided, same, rois, interp, True, torch.float32, chw=chw, dense=True), expected)
+    outs = resize(batch, OUT_SIZES + [(5, 5)], rois, interp, True, torch.float32, chw=chw)
+    for out, sample, size, roi in zip(outs, batch.unbind(0), OUT_SIZES + [(5, 5)], rois):
+        assert torch.equal(out, resize([sample], [size], roi[None], interp, True, torch.float32, chw=chw)[0])
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("interp", [NN, LINEAR, TRIANGULAR, CUBIC, LANCZOS3])
 def test_cuda_matches_cpu(interp):
@@ -219,6 +240,8 @@ def test_opcheck(device):
     dense_args = (chw, [5, 9] * len(SIZES)) + args[2:] + (True,)
     torch.library.opcheck(torch.ops.torchdali.resize.default, dense_args)
     torch.library.opcheck(torch.ops.torchdali.resize.dense, dense_args)
+    batch = torch.stack(random_images([(6, 11)] * len(SIZES), 3, torch.uint8, device)).permute(0, 3, 1, 2)
+    torch.library.opcheck(torch.ops.torchdali.resize.dense_in, (batch.contiguous(),) + dense_args[1:])
 
 
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])

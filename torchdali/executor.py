@@ -309,7 +309,8 @@ def hand_over(it, cuda_stream=None):
         stream.wait_event(it.event)
     for out in it.outputs:
         if out.device == "gpu":
-            for t in out.as_torch_list():
+            dense = out.dense_tensor()
+            for t in [dense] if dense is not None else out.as_torch_list():
                 t.record_stream(stream)
 
 

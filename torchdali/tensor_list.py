@@ -110,6 +110,10 @@ class TensorList:
         """The samples as a list of torch tensors (views, no copies)."""
         return list(self._views())
 
+    def sample(self, i):
+        """Sample i as a torch tensor (a view; a dense batch is not split into all its samples)."""
+        return self._dense[i] if self._dense is not None else self._samples[i]
+
     def _shape_summary(self):
         shapes = sorted({tuple(s.shape) for s in self._views()})
         return ", ".join(str(s) for s in shapes[:4]) + (" ..." if len(shapes) > 4 else "")

@@ -101,8 +101,7 @@ void cmn_cpu(const cmn::Args& a, int64_t crop_h, int64_t crop_w, bool out_chw,
     std::vector<float> tmp(C * crop_w);
     for (int64_t row = begin; row < end; ++row) {
       const int64_t i = row / crop_h, y = row % crop_h;
-      const at::Tensor& im = a.images[i];
-      const int64_t H = cmn::image_h(im, a.in_chw), W = cmn::image_w(im, a.in_chw);
+      const int64_t H = cmn::image_h(a, i), W = cmn::image_w(a, i);
       const cmn::InputStrides in = cmn::input_strides(a.in_chw, H, W, C);
       const int64_t iy = anchors[2 * i] + y, ax = anchors[2 * i + 1];
       const bool flip = mirror[i] != 0;
@@ -112,7 +111,7 @@ void cmn_cpu(const cmn::Args& a, int64_t crop_h, int64_t crop_w, bool out_chw,
       const int64_t x0 = n == 0 ? 0 : flip ? ax + crop_w - s1 : s0 - ax;
       Out* dst = out + i * plane * out_channels + y * crop_w * opx;
       if (n > 0) {
-        const In* src = im.const_data_ptr<In>() + (iy * W + s0) * in.px;
+        const In* src = static_cast<const In*>(a.images.data(i)) + (iy * W + s0) * in.px;
         if (in3) {
           normalize_pixels<In, 3>(src, 3, 1, n, 3, mean, inv_std, scale, shift, tmp.data());
         } else {
@@ -133,17 +132,16 @@ void cmn_cpu(const cmn::Args& a, int64_t crop_h, int64_t crop_w, bool out_chw,
   });
 }
 
-at::Tensor crop_mirror_normalize_cpu(at::TensorList images, const at::Tensor& anchors,
-                                     const at::Tensor& mirror, const at::Tensor& mean,
-                                     const at::Tensor& inv_std, int64_t crop_h, int64_t crop_w,
-                                     at::ScalarType out_dtype, bool out_chw,
-                                     int64_t out_channels, double scale, double shift,
-                                     const at::Tensor& fill, bool in_chw) {
-  cmn::Args a = cmn::prepare(images, anchors, mirror, mean, inv_std, crop_h, crop_w, out_dtype,
-                             out_chw, out_channels, fill, in_chw);
+at::Tensor cmn_cpu_run(Samples images, const at::Tensor& anchors, const at::Tensor& mirror,
+                       const at::Tensor& mean, const at::Tensor& inv_std, int64_t crop_h,
+                       int64_t crop_w, at::ScalarType out_dtype, bool out_chw,
+                       int64_t out_channels, double scale, double shift, const at::Tensor& fill,
+                       bool in_chw) {
+  cmn::Args a = cmn::prepare(std::move(images), anchors, mirror, mean, inv_std, crop_h, crop_w,
+                             out_dtype, out_chw, out_channels, fill, in_chw);
   TORCH_CHECK_VALUE(a.out.device().is_cpu(), "crop_mirror_normalize: CPU kernel got `images` "
                     "on ", a.out.device());
-  cmn::dispatch(a.images[0].scalar_type(), out_dtype, [&](auto in_tag, auto out_tag) {
+  cmn::dispatch(a.images.dtype(0), out_dtype, [&](auto in_tag, auto out_tag) {
     cmn_cpu<decltype(in_tag), decltype(out_tag)>(a, crop_h, crop_w, out_chw, out_channels,
                                                   static_cast<float>(scale),
                                                   static_cast<float>(shift));
@@ -151,9 +149,32 @@ at::Tensor crop_mirror_normalize_cpu(at::TensorList images, const at::Tensor& an
   return a.out;
 }
 
+at::Tensor crop_mirror_normalize_cpu(at::TensorList images, const at::Tensor& anchors,
+                                     const at::Tensor& mirror, const at::Tensor& mean,
+                                     const at::Tensor& inv_std, int64_t crop_h, int64_t crop_w,
+                                     at::ScalarType out_dtype, bool out_chw,
+                                     int64_t out_channels, double scale, double shift,
+                                     const at::Tensor& fill, bool in_chw) {
+  return cmn_cpu_run(Samples("crop_mirror_normalize", images), anchors, mirror, mean, inv_std,
+                     crop_h, crop_w, out_dtype, out_chw, out_channels, scale, shift, fill,
+                     in_chw);
+}
+
+at::Tensor crop_mirror_normalize_dense_in_cpu(const at::Tensor& images, const at::Tensor& anchors,
+                                              const at::Tensor& mirror, const at::Tensor& mean,
+                                              const at::Tensor& inv_std, int64_t crop_h,
+                                              int64_t crop_w, at::ScalarType out_dtype,
+                                              bool out_chw, int64_t out_channels, double scale,
+                                              double shift, const at::Tensor& fill, bool in_chw) {
+  return cmn_cpu_run(Samples("crop_mirror_normalize", images), anchors, mirror, mean, inv_std,
+                     crop_h, crop_w, out_dtype, out_chw, out_channels, scale, shift, fill,
+                     in_chw);
+}
+
 }  // namespace
 }  // namespace torchdali
 
 TORCH_LIBRARY_IMPL(torchdali, CPU, m) {
   m.impl("crop_mirror_normalize", &torchdali::crop_mirror_normalize_cpu);
+  m.impl("crop_mirror_normalize.dense_in", &torchdali::crop_mirror_normalize_dense_in_cpu);
 }

@@ -224,10 +224,10 @@ int64_t scratch_size(const Plan& p, const UnitTaps& u, const Band& b, int64_t C)
 template <int C, typename In, typename Out>
 void run_band(const resize::Args& a, const UnitTaps& u, const Band& b, float* scratch) {
   const Plan& p = a.plans[b.unit];
-  const at::Tensor& im = a.images[b.unit];
-  const int64_t ch = a.channels, in_row = im.size(1) * ch, ow = p.axis[1].out_size;
-  const In* src = im.const_data_ptr<In>() + u.col0 * ch;
-  Out* out = a.outs[b.unit].data_ptr<Out>();
+  const resize::Unit& unit = a.units[b.unit];
+  const int64_t ch = a.channels, in_row = unit.width * ch, ow = p.axis[1].out_size;
+  const In* src = static_cast<const In*>(unit.src) + u.col0 * ch;
+  Out* out = static_cast<Out*>(unit.dst);
   const int sv = u.rows.support;
   const int64_t seg_stride = u.ncols * ch + kPad, mid_stride = ow * ch + kPad;
   float* seg = scratch;
@@ -294,14 +294,13 @@ void resize_cpu_impl(const resize::Args& a) {
   });
 }
 
-resize::Args resize_cpu_run(at::TensorList images, at::IntArrayRef out_sizes,
-                            const at::Tensor& rois, const at::Tensor& interp, bool antialias,
-                            at::ScalarType out_dtype, bool chw, bool dense) {
-  resize::Args a =
-      resize::prepare(images, out_sizes, rois, interp, antialias, out_dtype, chw, dense);
-  TORCH_CHECK_VALUE(a.images[0].device().is_cpu(), "resize: CPU kernel got `images` on ",
-                    a.images[0].device());
-  resize::dispatch(a.images[0].scalar_type(), out_dtype, [&](auto in_tag, auto out_tag) {
+resize::Args resize_cpu_run(Samples images, at::IntArrayRef out_sizes, const at::Tensor& rois,
+                            const at::Tensor& interp, bool antialias, at::ScalarType out_dtype,
+                            bool chw, bool dense) {
+  resize::Args a = resize::prepare(std::move(images), out_sizes, rois, interp, antialias,
+                                   out_dtype, chw, dense);
+  TORCH_CHECK_VALUE(a.device.is_cpu(), "resize: CPU kernel got `images` on ", a.device);
+  resize::dispatch(a.in_dtype, out_dtype, [&](auto in_tag, auto out_tag) {
     resize_cpu_impl<decltype(in_tag), decltype(out_tag)>(a);
   });
   return a;
@@ -310,14 +309,25 @@ resize::Args resize_cpu_run(at::TensorList images, at::IntArrayRef out_sizes,
 std::vector<at::Tensor> resize_cpu(at::TensorList images, at::IntArrayRef out_sizes,
                                    const at::Tensor& rois, const at::Tensor& interp,
                                    bool antialias, at::ScalarType out_dtype, bool chw) {
-  return resize_cpu_run(images, out_sizes, rois, interp, antialias, out_dtype, chw, false)
+  return resize_cpu_run(Samples("resize", images), out_sizes, rois, interp, antialias,
+                        out_dtype, chw, false)
       .results;
 }
 
 at::Tensor resize_dense_cpu(at::TensorList images, at::IntArrayRef out_sizes,
                             const at::Tensor& rois, const at::Tensor& interp, bool antialias,
                             at::ScalarType out_dtype, bool chw) {
-  return resize_cpu_run(images, out_sizes, rois, interp, antialias, out_dtype, chw, true).dense;
+  return resize_cpu_run(Samples("resize", images), out_sizes, rois, interp, antialias,
+                        out_dtype, chw, true)
+      .dense;
+}
+
+at::Tensor resize_dense_in_cpu(const at::Tensor& images, at::IntArrayRef out_sizes,
+                               const at::Tensor& rois, const at::Tensor& interp,
+                               bool antialias, at::ScalarType out_dtype, bool chw) {
+  return resize_cpu_run(Samples("resize", images), out_sizes, rois, interp, antialias,
+                        out_dtype, chw, true)
+      .dense;
 }
 
 }  // namespace
@@ -326,4 +336,5 @@ at::Tensor resize_dense_cpu(at::TensorList images, at::IntArrayRef out_sizes,
 TORCH_LIBRARY_IMPL(torchdali, CPU, m) {
   m.impl("resize", &torchdali::resize_cpu);
   m.impl("resize.dense", &torchdali::resize_dense_cpu);
+  m.impl("resize.dense_in", &torchdali::resize_dense_in_cpu);
 }

@@ -70,23 +70,20 @@ __global__ void cmn_kernel(const SampleDesc* __restrict__ samples,
   }
 }
 
-at::Tensor crop_mirror_normalize_cuda(at::TensorList images, const at::Tensor& anchors,
-                                      const at::Tensor& mirror, const at::Tensor& mean,
-                                      const at::Tensor& inv_std, int64_t crop_h,
-                                      int64_t crop_w, at::ScalarType out_dtype, bool out_chw,
-                                      int64_t out_channels, double scale, double shift,
-                                      const at::Tensor& fill, bool in_chw) {
-  TORCH_CHECK_VALUE(!images.empty(), "crop_mirror_normalize: `images` must hold an image");
-  const c10::cuda::CUDAGuard guard(images[0].device());
-  cmn::Args a = cmn::prepare(images, anchors, mirror, mean, inv_std, crop_h, crop_w, out_dtype,
-                             out_chw, out_channels, fill, in_chw);
+at::Tensor cmn_cuda_run(Samples images, const at::Tensor& anchors, const at::Tensor& mirror,
+                        const at::Tensor& mean, const at::Tensor& inv_std, int64_t crop_h,
+                        int64_t crop_w, at::ScalarType out_dtype, bool out_chw,
+                        int64_t out_channels, double scale, double shift, const at::Tensor& fill,
+                        bool in_chw) {
+  const c10::cuda::CUDAGuard guard(images.device(0));
+  cmn::Args a = cmn::prepare(std::move(images), anchors, mirror, mean, inv_std, crop_h, crop_w,
+                             out_dtype, out_chw, out_channels, fill, in_chw);
   TORCH_CHECK_VALUE(a.out.is_cuda(), "crop_mirror_normalize: CUDA kernel got `images` on ",
                     a.out.device());
 
   std::vector<SampleDesc> descs;
   for (int64_t i = 0; i < a.n; ++i)
-    descs.push_back(SampleDesc{a.images[i].const_data_ptr(), cmn::image_h(a.images[i], in_chw),
-                               cmn::image_w(a.images[i], in_chw)});
+    descs.push_back(SampleDesc{a.images.data(i), cmn::image_h(a, i), cmn::image_w(a, i)});
   std::vector<const void*> params;
   at::Tensor table = upload(descs, {&a.anchors, &a.mirror, &a.mean, &a.inv_std, &a.fill},
                             a.out.device(), params);
@@ -102,7 +99,7 @@ at::Tensor crop_mirror_normalize_cuda(at::TensorList images, const at::Tensor& a
   int64_t max_index = (crop_h + 64) * (crop_w + 64) * out_channels;
   for (const SampleDesc& d : descs)
     max_index = std::max(max_index, (d.h + crop_h) * (d.w + crop_w) * a.channels);
-  cmn::dispatch(a.images[0].scalar_type(), out_dtype, [&](auto in_tag, auto out_tag) {
+  cmn::dispatch(a.images.dtype(0), out_dtype, [&](auto in_tag, auto out_tag) {
     dispatch_index(max_index, [&](auto index) {
       using In = decltype(in_tag);
       using Out = decltype(out_tag);
@@ -120,9 +117,34 @@ at::Tensor crop_mirror_normalize_cuda(at::TensorList images, const at::Tensor& a
   return a.out;
 }
 
+at::Tensor crop_mirror_normalize_cuda(at::TensorList images, const at::Tensor& anchors,
+                                      const at::Tensor& mirror, const at::Tensor& mean,
+                                      const at::Tensor& inv_std, int64_t crop_h,
+                                      int64_t crop_w, at::ScalarType out_dtype, bool out_chw,
+                                      int64_t out_channels, double scale, double shift,
+                                      const at::Tensor& fill, bool in_chw) {
+  return cmn_cuda_run(Samples("crop_mirror_normalize", images), anchors, mirror, mean, inv_std,
+                      crop_h, crop_w, out_dtype, out_chw, out_channels, scale, shift, fill,
+                      in_chw);
+}
+
+at::Tensor crop_mirror_normalize_dense_in_cuda(const at::Tensor& images,
+                                               const at::Tensor& anchors,
+                                               const at::Tensor& mirror, const at::Tensor& mean,
+                                               const at::Tensor& inv_std, int64_t crop_h,
+                                               int64_t crop_w, at::ScalarType out_dtype,
+                                               bool out_chw, int64_t out_channels, double scale,
+                                               double shift, const at::Tensor& fill,
+                                               bool in_chw) {
+  return cmn_cuda_run(Samples("crop_mirror_normalize", images), anchors, mirror, mean, inv_std,
+                      crop_h, crop_w, out_dtype, out_chw, out_channels, scale, shift, fill,
+                      in_chw);
+}
+
 }  // namespace
 }  // namespace torchdali
 
 TORCH_LIBRARY_IMPL(torchdali, CUDA, m) {
   m.impl("crop_mirror_normalize", &torchdali::crop_mirror_normalize_cuda);
+  m.impl("crop_mirror_normalize.dense_in", &torchdali::crop_mirror_normalize_dense_in_cuda);
 }

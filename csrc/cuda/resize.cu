@@ -721,12 +721,12 @@ TileBatch tile_batch(const resize::Args& a, const TileShape& shape) {
     }
   // The spans, then the taps, all 16-byte aligned (a tile's taps are a multiple of 16 bytes:
   // sizes are at least 8).
-  b.taps = at::empty({4 * spans + 2 * taps}, a.images[0].options().dtype(at::kInt));
+  b.taps = at::empty({4 * spans + 2 * taps}, at::TensorOptions(a.device).dtype(at::kInt));
   Span* next_span = reinterpret_cast<Span*>(b.taps.data_ptr<int>());
   Tap* next_tap = reinterpret_cast<Tap*>(next_span + spans);
   for (int64_t i = 0; i < a.n; ++i) {
     const resize::Plan& p = a.plans[i];
-    TileDesc d{a.images[i].const_data_ptr(), a.outs[i].data_ptr(), {p.axis[0], p.axis[1]}};
+    TileDesc d{a.units[i].src, a.units[i].dst, {p.axis[0], p.axis[1]}};
     for (int k = 0; k < 2; ++k) {
       d.taps[k] = next_tap;
       next_tap += tiles(p, k) * per_tile[k];
@@ -744,7 +744,7 @@ template <typename S, typename D, int kC>
 void launch_tiles(const resize::Args& a, const TileShape& shape, cudaStream_t stream) {
   const TileBatch b = tile_batch(a, shape);
   std::vector<const void*> unused;
-  at::Tensor dev = upload(b.descs, {}, a.images[0].device(), unused);
+  at::Tensor dev = upload(b.descs, {}, a.device, unused);
   const TileDesc* descs = reinterpret_cast<const TileDesc*>(dev.const_data_ptr());
   taps_kernel<<<dim3(grid_dim(std::max(b.max_r, b.max_c), kTapsThreads), 2, grid_dim(a.n, 1)),
                 kTapsThreads, 0,
@@ -794,13 +794,13 @@ DeviceFacts device_facts(int device) {
 // (as many as the registers allow) with one: the next tile's copies then overlap the whole
 // tile, not just its vertical pass (measured faster on an H100).
 bool resize_tiles(const resize::Args& a, at::ScalarType out_dtype, cudaStream_t stream) {
-  const int64_t in_size = a.images[0].element_size();
-  const DeviceFacts dev = device_facts(a.images[0].device().index());
+  const int64_t in_size = at::elementSize(a.in_dtype);
+  const DeviceFacts dev = device_facts(a.device.index());
   TileShape shape = plan_tiles(a, in_size, dev.smem_for(3), 3 * int64_t(dev.sms));
   if (shape.buffers != 2) shape = plan_tiles(a, in_size, dev.smem_for(4), 4 * int64_t(dev.sms));
   if (shape.tile_w == 0) shape = plan_tiles(a, in_size, dev.smem_optin, dev.sms);
   if (shape.tile_w == 0) return false;
-  resize::dispatch(a.images[0].scalar_type(), out_dtype, [&](auto in_tag, auto out_tag) {
+  resize::dispatch(a.in_dtype, out_dtype, [&](auto in_tag, auto out_tag) {
     using S = decltype(in_tag);
     using D = decltype(out_tag);
     if (a.channels == 3)
@@ -895,7 +895,7 @@ void launch(const std::vector<PassDesc>& host, const at::Device& device, int64_t
 }
 
 void resize_two_pass(const resize::Args& a, at::ScalarType out_dtype, cudaStream_t stream) {
-  const at::Device device = a.images[0].device();
+  const at::Device device = a.device;
   const int64_t C = a.channels;
   // The intermediates of all samples in one float buffer (one allocation per batch).
   std::vector<int64_t> tmp_at(a.n + 1, 0);
@@ -905,41 +905,39 @@ void resize_two_pass(const resize::Args& a, at::ScalarType out_dtype, cudaStream
     const int64_t rows = p.vert_first ? p.axis[0].out_size : p.hi - p.lo;
     tmp_at[i + 1] = tmp_at[i] + rows * cols * C;
   }
-  at::Tensor tmp = at::empty({tmp_at[a.n]}, a.images[0].options().dtype(at::kFloat));
+  at::Tensor tmp = at::empty({tmp_at[a.n]}, at::TensorOptions(device).dtype(at::kFloat));
   float* tmp_base = tmp.data_ptr<float>();
   std::vector<PassDesc> first, second;
   for (int64_t i = 0; i < a.n; ++i) {
     const resize::Plan& p = a.plans[i];
-    const at::Tensor& im = a.images[i];
+    const resize::Unit& u = a.units[i];
     const int64_t ext = p.hi - p.lo, oh = p.axis[0].out_size, ow = p.axis[1].out_size;
     float* t = tmp_base + tmp_at[i];
     if (p.vert_first) {
-      first.push_back({im.const_data_ptr(), t, im.size(1), oh, ext, 0, p.lo, p.axis[0], false});
+      first.push_back({u.src, t, u.width, oh, ext, 0, p.lo, p.axis[0], false});
       Axis h = p.axis[1];
-      second.push_back({t, a.outs[i].data_ptr(), ext, oh, ow, 0, 0, h, true});
+      second.push_back({t, u.dst, ext, oh, ow, 0, 0, h, true});
       // Horizontal taps index the kept columns [lo, hi): shift the origin instead.
       second.back().axis.origin -= static_cast<float>(p.lo);
       second.back().axis.in_size = ext;
     } else {
-      first.push_back({im.const_data_ptr(), t, im.size(1), ext, ow, p.lo, 0, p.axis[1], true});
-      second.push_back({t, a.outs[i].data_ptr(), ow, oh, ow, p.lo, 0, p.axis[0], false});
+      first.push_back({u.src, t, u.width, ext, ow, p.lo, 0, p.axis[1], true});
+      second.push_back({t, u.dst, ow, oh, ow, p.lo, 0, p.axis[0], false});
     }
   }
-  resize::dispatch(a.images[0].scalar_type(), out_dtype, [&](auto in_tag, auto out_tag) {
+  resize::dispatch(a.in_dtype, out_dtype, [&](auto in_tag, auto out_tag) {
     launch<decltype(in_tag), float>(first, device, C, stream);
     launch<float, decltype(out_tag)>(second, device, C, stream);
   });
 }
 
-resize::Args resize_cuda_run(at::TensorList images, at::IntArrayRef out_sizes,
-                             const at::Tensor& rois, const at::Tensor& interp, bool antialias,
-                             at::ScalarType out_dtype, bool chw, bool dense) {
-  TORCH_CHECK_VALUE(!images.empty(), "resize: `images` must hold an image");
-  const c10::cuda::CUDAGuard guard(images[0].device());
-  resize::Args a =
-      resize::prepare(images, out_sizes, rois, interp, antialias, out_dtype, chw, dense);
-  TORCH_CHECK_VALUE(a.images[0].is_cuda(), "resize: CUDA kernel got `images` on ",
-                    a.images[0].device());
+resize::Args resize_cuda_run(Samples images, at::IntArrayRef out_sizes, const at::Tensor& rois,
+                             const at::Tensor& interp, bool antialias, at::ScalarType out_dtype,
+                             bool chw, bool dense) {
+  const c10::cuda::CUDAGuard guard(images.device(0));
+  resize::Args a = resize::prepare(std::move(images), out_sizes, rois, interp, antialias,
+                                   out_dtype, chw, dense);
+  TORCH_CHECK_VALUE(a.device.is_cuda(), "resize: CUDA kernel got `images` on ", a.device);
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   if (!resize_tiles(a, out_dtype, stream)) resize_two_pass(a, out_dtype, stream);
   return a;
@@ -948,14 +946,24 @@ resize::Args resize_cuda_run(at::TensorList images, at::IntArrayRef out_sizes,
 std::vector<at::Tensor> resize_cuda(at::TensorList images, at::IntArrayRef out_sizes,
                                     const at::Tensor& rois, const at::Tensor& interp,
                                     bool antialias, at::ScalarType out_dtype, bool chw) {
-  return resize_cuda_run(images, out_sizes, rois, interp, antialias, out_dtype, chw, false)
+  return resize_cuda_run(Samples("resize", images), out_sizes, rois, interp, antialias,
+                         out_dtype, chw, false)
       .results;
 }
 
 at::Tensor resize_dense_cuda(at::TensorList images, at::IntArrayRef out_sizes,
                              const at::Tensor& rois, const at::Tensor& interp, bool antialias,
                              at::ScalarType out_dtype, bool chw) {
-  return resize_cuda_run(images, out_sizes, rois, interp, antialias, out_dtype, chw, true)
+  return resize_cuda_run(Samples("resize", images), out_sizes, rois, interp, antialias,
+                         out_dtype, chw, true)
+      .dense;
+}
+
+at::Tensor resize_dense_in_cuda(const at::Tensor& images, at::IntArrayRef out_sizes,
+                                const at::Tensor& rois, const at::Tensor& interp,
+                                bool antialias, at::ScalarType out_dtype, bool chw) {
+  return resize_cuda_run(Samples("resize", images), out_sizes, rois, interp, antialias,
+                         out_dtype, chw, true)
       .dense;
 }
 
@@ -965,4 +973,5 @@ at::Tensor resize_dense_cuda(at::TensorList images, at::IntArrayRef out_sizes,
 TORCH_LIBRARY_IMPL(torchdali, CUDA, m) {
   m.impl("resize", &torchdali::resize_cuda);
   m.impl("resize.dense", &torchdali::resize_dense_cuda);
+  m.impl("resize.dense_in", &torchdali::resize_dense_in_cuda);
 }

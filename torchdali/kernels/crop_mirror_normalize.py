@@ -1,6 +1,6 @@
 """`torchdali::crop_mirror_normalize`: its Python face and, beside it, the fake kernel that
 lets `torch.compile` trace it."""
-from typing import List
+from typing import List, Union
 
 import torch
 
@@ -15,14 +15,14 @@ _CMN_OUT_DTYPES = (torch.float32, torch.float16, torch.uint8, torch.int8, torch.
                    torch.int32)
 
 
-def crop_mirror_normalize(images: List[torch.Tensor], anchors: torch.Tensor,
+def crop_mirror_normalize(images: Union[List[torch.Tensor], torch.Tensor], anchors: torch.Tensor,
                           mirror: torch.Tensor, mean: torch.Tensor, inv_std: torch.Tensor,
                           crop_h: int, crop_w: int, out_dtype: torch.dtype = torch.float32,
                           out_chw: bool = True, out_channels: int = 0, scale: float = 1.0,
                           shift: float = 0.0, fill: torch.Tensor = None,
                           in_chw: bool = False) -> torch.Tensor:
     """Crops, flips and normalizes a batch of HWC (or, with `in_chw`, CHW) images of any
-    sizes into one dense tensor.
+    sizes (a list, or one dense [N, ...] tensor read in place) into one dense tensor.
 
     Sample i is cropped at `anchors[i]` = (y, x) to `crop_h` x `crop_w` (pixels outside the
     image take `fill[c]`), flipped horizontally where `mirror[i]` != 0, and normalized as
@@ -34,7 +34,8 @@ def crop_mirror_normalize(images: List[torch.Tensor], anchors: torch.Tensor,
         out_channels = images[0].shape[0 if in_chw else -1]
     if fill is None:
         fill = torch.zeros(1, dtype=torch.float32)
-    return torch.ops.torchdali.crop_mirror_normalize.default(
+    op = torch.ops.torchdali.crop_mirror_normalize
+    return (op.dense_in if isinstance(images, torch.Tensor) else op.default)(
         images, anchors, mirror, mean, inv_std, crop_h, crop_w, out_dtype, out_chw,
         out_channels, scale, shift, fill, in_chw)
 
@@ -71,3 +72,10 @@ def _crop_mirror_normalize_fake(images, anchors, mirror, mean, inv_std, crop_h, 
                       lambda: f"crop_mirror_normalize: unsupported `out_dtype` {out_dtype}")
     shape = (n, out_channels, crop_h, crop_w) if out_chw else (n, crop_h, crop_w, out_channels)
     return images[0].new_empty(shape, dtype=out_dtype)
+
+
+@torch.library.register_fake("torchdali::crop_mirror_normalize.dense_in")
+def _crop_mirror_normalize_dense_in_fake(images, *args, **kwargs):
+    torch._check_value(images.dim() >= 1, lambda: (
+        "crop_mirror_normalize: a dense batch of `images` needs a leading batch dimension"))
+    return _crop_mirror_normalize_fake(list(images.unbind(0)), *args, **kwargs)

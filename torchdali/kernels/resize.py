@@ -13,13 +13,14 @@ __all__ = ["resize"]
 _DTYPES = (torch.uint8, torch.float16, torch.float32)
 
 
-def resize(images: List[torch.Tensor], out_sizes: Sequence[Sequence[int]],
+def resize(images: Union[List[torch.Tensor], torch.Tensor], out_sizes: Sequence[Sequence[int]],
            rois: torch.Tensor = None, interp=1, antialias: bool = True,
            out_dtype: torch.dtype = None, chw: bool = False,
            dense: bool = False) -> Union[List[torch.Tensor], torch.Tensor]:
     """Resamples HWC (or, with `chw`, CHW) images of any sizes to `out_sizes[i]` =
     (height, width) with DALI's separable filters; one output tensor per image, or with
-    `dense` (all output sizes equal) one [N, ...] tensor.
+    `dense` (all output sizes equal) one [N, ...] tensor. `images`: a list, or one dense
+    [N, ...] tensor (read in place when the output is dense).
 
     `rois`: [N, 4] float (y0, x0, y1, x1) input windows in pixels (reversed = flipped;
     None = whole images). `interp`: a DALI interp type (int), or an [N, 2] tensor of
@@ -31,7 +32,11 @@ def resize(images: List[torch.Tensor], out_sizes: Sequence[Sequence[int]],
     if not isinstance(interp, torch.Tensor):
         interp = torch.full((n, 2), int(interp), dtype=torch.int64)
     flat = [int(v) for hw in out_sizes for v in hw]
+    if isinstance(images, torch.Tensor) and not dense:
+        images = list(images.unbind(0))
     op = torch.ops.torchdali.resize.dense if dense else torch.ops.torchdali.resize.default
+    if isinstance(images, torch.Tensor):
+        op = torch.ops.torchdali.resize.dense_in
     return op(images, flat, rois, interp, antialias, out_dtype or images[0].dtype, chw)
 
 
@@ -77,3 +82,9 @@ def _resize_dense_fake(images, out_sizes, rois, interp, antialias, out_dtype, ch
             f"resize: a dense output needs one output size for all images; sample 0 is "
             f"{shapes[0]}, sample {i} is {s}"))
     return images[0].new_empty((len(images),) + shapes[0], dtype=out_dtype)
+
+
+@torch.library.register_fake("torchdali::resize.dense_in")
+def _resize_dense_in_fake(images, out_sizes, rois, interp, antialias, out_dtype, chw=False):
+    torch._check_value(images.dim() >= 1, lambda: "resize: a dense batch of `images` needs a leading batch dimension")
+    return _resize_dense_fake(list(images.unbind(0)), out_sizes, rois, interp, antialias, out_dtype, chw)

@@ -82,7 +82,7 @@ class Merge(Operator):
         return [TensorList.make(samples, layout, device=device, source_info=info)]
 
     def _check_alike(self, true, false, args):
-        a, b = true.as_torch_list()[0], false.as_torch_list()[0]
+        a, b = true.sample(0), false.sample(0)
         problems = []
         if a.dtype != b.dtype:
             problems.append(f"type {_name(a.dtype)} vs {_name(b.dtype)}")

@@ -64,11 +64,12 @@ def output_fill(dtype, values):
     return torch.tensor([float(cast_fill(v, dtype)) for v in values], dtype=torch.float32)
 
 
-def crop_normalize(images, windows, *, in_chw, out_dtype, out_chw, fill, device, mirror=0, mean=(0.0,),
-                   std=(1.0,), out_channels=0, scale=1.0, shift=0.0):
-    """`images` cut to `windows` ([N, 4] (y, x, h, w)), flipped where `mirror`, normalized
-    as (in - mean) / std * scale + shift: a dense TensorList when the windows have one size
-    and mean/std are one row, else one kernel call per distinct (size, mean, std)."""
+def crop_normalize(images, windows, *, out_dtype, out_chw, fill, device, mirror=0, mean=(0.0,), std=(1.0,),
+                   out_channels=0, scale=1.0, shift=0.0):
+    """`images` (an ImageBatch) cut to `windows` ([N, 4] (y, x, h, w)), flipped where
+    `mirror`, normalized as (in - mean) / std * scale + shift: a dense TensorList when the
+    windows have one size and mean/std are one row, else one kernel call per distinct
+    (size, mean, std)."""
     from ..kernels.crop_mirror_normalize import crop_mirror_normalize  # loads the extension on first use
 
     n = len(images)
@@ -83,15 +84,16 @@ def crop_normalize(images, windows, *, in_chw, out_dtype, out_chw, fill, device,
         row_mean = mean[first] if mean.ndim == 2 else mean
         row_std = std[first] if std.ndim == 2 else std
         return crop_mirror_normalize(
-            images if idx is None else [images[i] for i in idx], anchors if idx is None else anchors[idx],
+            images.pixels if idx is None else [samples[i] for i in idx], anchors if idx is None else anchors[idx],
             mirror if idx is None else mirror[idx], torch.from_numpy(row_mean.astype(np.float32)),
             torch.from_numpy((1.0 / row_std).astype(np.float32)), h, w, out_dtype, out_chw, out_channels,
-            scale, shift, fill, in_chw=in_chw)
+            scale, shift, fill, in_chw=images.chw)
 
     key = np.concatenate([k.astype(np.float64) for k in keys], axis=1)
     if (key == key[0]).all():
         return TensorList.make(call(None, 0), layout, device=device)
     outs = [None] * n
+    samples = images.samples
     _, first, group = np.unique(key, axis=0, return_index=True, return_inverse=True)
     for g, f in enumerate(first):
         idx = np.flatnonzero(group.reshape(-1) == g)
@@ -123,7 +125,7 @@ class Crop(Operator):
         if len(batch) == 0:
             return [batch]
         images = image_batch(self, batch)
-        out_dtype = self.out_dtype or images.samples[0].dtype
+        out_dtype = self.out_dtype or images.dtype
         fill = output_fill(out_dtype, args["fill_values"])
         if fill.numel() not in (1, int(images.channels[0])):
             raise self.error(f"fill_values has {fill.numel()} values for {int(images.channels[0])} "
@@ -131,5 +133,5 @@ class Crop(Operator):
         windows = crop_windows(self, images.hw, args, args["rounding"])
         windows = whole_images(images.hw) if windows is None else \
             fit_windows(self, windows, images.hw, args["out_of_bounds_policy"])
-        return [crop_normalize(images.samples, windows, in_chw=images.chw, out_dtype=out_dtype,
-                               out_chw=images.chw, fill=fill, device=batch.device)]
+        return [crop_normalize(images, windows, out_dtype=out_dtype, out_chw=images.chw, fill=fill,
+                               device=batch.device)]

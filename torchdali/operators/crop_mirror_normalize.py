@@ -52,7 +52,7 @@ class CropMirrorNormalize(Operator):
             if v.shape[-1] not in (1, c):
                 raise self.error(f"argument '{name}' has {v.shape[-1]} values for {c} channels", ValueError)
         out_c = 1 << (c - 1).bit_length() if args["pad_output"] else c
-        return [crop_normalize(images.samples, windows, in_chw=images.chw, out_dtype=self.out_dtype,
+        return [crop_normalize(images, windows, out_dtype=self.out_dtype,
                                out_chw=self.out_chw, fill=self.fill, device=batch.device,
                                mirror=args.batch("mirror"), mean=mean, std=std, out_channels=out_c,
                                scale=args["scale"], shift=args["shift"])]

@@ -232,11 +232,12 @@ class ExternalSource(Operator):
         result = []
         for k, conv in enumerate(data):
             samples = conv.samples
-            self._check(k, samples, conv.layout)
+            kinds = _kinds(samples)
+            self._check(k, samples, kinds, conv.layout)
             if self.spec.device == "gpu":
                 samples = samples.to(ctx.cuda_device, non_blocking=True) if isinstance(samples, torch.Tensor) \
                     else [s.to(ctx.cuda_device, non_blocking=True) for s in samples]
-            elif self.worker is None and _any_cuda(samples):
+            elif self.worker is None and any(cuda for _, _, cuda in kinds):
                 raise self.error("GPU data given to a CPU external_source; use device='gpu'", TypeError)
             result.append(TensorList.make(samples, conv.layout, device=self.spec.device))
         if len({len(r) for r in result}) > 1:
@@ -244,18 +245,17 @@ class ExternalSource(Operator):
                                f"{[len(r) for r in result]}", RuntimeError)
         return result
 
-    def _check(self, k, samples, layout):
-        """The declared dtype, ndim and layout of output k against its samples (a dense
-        batch is checked once)."""
+    def _check(self, k, samples, kinds, layout):
+        """The declared dtype, ndim and layout of output k against its samples, whose
+        distinct (dtype, ndim, on the GPU) are `kinds` (a dense batch is checked once)."""
         dtype, ndim = self.dtypes[k], self.ndims[k]
         if dtype is None and ndim is None and not layout:
             return
+        if all(self._fits(sample_dtype, sample_ndim, dtype, ndim, layout) for sample_dtype, sample_ndim, _ in kinds):
+            return
         if isinstance(samples, torch.Tensor):
-            metas = [(samples.dtype, samples.dim() - 1)] if len(samples) else []
+            metas = [(samples.dtype, samples.dim() - 1)]
         else:
-            metas = {(s.dtype, s.dim()) for s in samples}
-            if len(metas) == 1 and self._fits(*next(iter(metas)), dtype, ndim, layout):
-                return
             metas = [(s.dtype, s.dim()) for s in samples]  # find the first sample that differs
         for i, (sample_dtype, sample_ndim) in enumerate(metas):
             if dtype is not None and sample_dtype != dtype:
@@ -299,10 +299,11 @@ class ExternalSource(Operator):
         self.epoch = state["epoch"]
 
 
-def _any_cuda(samples):
+def _kinds(samples):
+    """The distinct (dtype, ndim, on the GPU) of a batch's samples."""
     if isinstance(samples, torch.Tensor):
-        return samples.is_cuda
-    return any(s.is_cuda for s in samples)
+        return {(samples.dtype, samples.dim() - 1, samples.is_cuda)} if len(samples) else set()
+    return {(s.dtype, s.dim(), s.is_cuda) for s in samples}
 
 
 class _Converted:

@@ -1,8 +1,6 @@
 """Batches of 2D images as the image operators take them: HWC (or no layout) and CHW
 samples of uint8, float16 or float32. The build-time check (`plan_images`) and the
 per-batch one (`image_batch`) say the same things with the same words."""
-import dataclasses
-
 import numpy as np
 import torch
 
@@ -33,15 +31,30 @@ def plan_images(op, spec):
         raise _dtype_error(op, spec.dtype)
 
 
-@dataclasses.dataclass
 class ImageBatch:
-    """A batch's samples, whether they are CHW, and each one's (height, width) and channels
-    as int64 arrays [N, 2] and [N]."""
+    """A batch of images for a kernel: each one's (height, width) and channels as int64 arrays
+    [N, 2] and [N], the element type, and the pixels as one dense tensor (`dense`, None when
+    the samples differ in shape) or per-sample views (`samples`, made only when asked)."""
 
-    samples: list
-    chw: bool
-    hw: np.ndarray
-    channels: np.ndarray
+    def __init__(self, batch, chw, hw, channels, dtype):
+        self.batch = batch
+        self.chw = chw
+        self.hw = hw
+        self.channels = channels
+        self.dtype = dtype
+        self.dense = batch.dense_tensor()
+
+    def __len__(self):
+        return len(self.hw)
+
+    @property
+    def samples(self):
+        return self.batch.as_torch_list()
+
+    @property
+    def pixels(self):
+        """What a kernel takes: the dense tensor if there is one, else the samples."""
+        return self.dense if self.dense is not None else self.samples
 
     @property
     def layout(self):
@@ -54,20 +67,20 @@ def image_batch(op, batch):
     layout = batch.layout() or "HWC"
     if layout not in IMAGE_LAYOUTS:
         raise _layout_error(op, layout)
-    samples = batch.as_torch_list()
     chw = layout == "CHW"
-    if not samples:
-        return ImageBatch([], chw, np.zeros((0, 2), np.int64), np.zeros(0, np.int64))
-    dense = batch.dense_tensor()
+    if not len(batch):
+        return ImageBatch(batch, chw, np.zeros((0, 2), np.int64), np.zeros(0, np.int64), None)
     try:
         shapes = batch.sample_shapes()
     except ValueError:  # samples of different ndim
-        shapes = np.zeros((len(samples), 0), np.int64)
+        shapes = np.zeros((len(batch), 0), np.int64)
     if shapes.shape[1] != 3:
+        samples = batch.as_torch_list()
         i = next(i for i, s in enumerate(samples) if s.dim() != 3)
         raise op.error(f"sample {i} has shape {tuple(samples[i].shape)}; expected {layout} images ({_NOT_2D})",
                        ValueError, sample=i)
-    dtype = dense.dtype if dense is not None else samples[0].dtype
+    dtype = batch.sample(0).dtype
     if dtype not in IMAGE_DTYPES:
         raise _dtype_error(op, dtype)
-    return ImageBatch(samples, chw, shapes[:, 1:] if chw else shapes[:, :2], shapes[:, 0] if chw else shapes[:, 2])
+    return ImageBatch(batch, chw, shapes[:, 1:] if chw else shapes[:, :2], shapes[:, 0] if chw else shapes[:, 2],
+                      dtype)

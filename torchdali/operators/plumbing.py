@@ -53,27 +53,21 @@ class ToGpu(Operator):
 
 def _upload(batch, device):
     """The batch's samples on `device`: one dense tensor, or views of one flat buffer."""
+    from ..kernels.pack import pack  # loads the extension on first use
+
     dense = batch.dense_tensor()
     if dense is not None:
         return (dense if dense.is_pinned() else dense.pin_memory()).to(device, non_blocking=True)
     samples = batch.as_torch_list()
-    dtypes = {s.dtype for s in samples}
     try:
-        shapes = batch.sample_shapes()
-    except ValueError:  # samples of different ndim: one copy each
+        staged, shapes = pack(samples, pin_memory=True)
+    except (ValueError, TypeError):  # samples of different ndim or dtype: one copy each
         return [s.pin_memory().to(device, non_blocking=True) for s in samples]
-    if len(dtypes) > 1:
-        return [s.pin_memory().to(device, non_blocking=True) for s in samples]
-    dtype = samples[0].dtype
-    if (shapes == shapes[0]).all():
-        staged = torch.empty((len(samples),) + tuple(shapes[0].tolist()), dtype=dtype, pin_memory=True)
-        torch.stack(samples, out=staged)
-        return staged.to(device, non_blocking=True)
-    sizes = shapes.prod(axis=1).tolist()
-    staged = torch.empty(sum(sizes), dtype=dtype, pin_memory=True)
-    torch.cat([s.reshape(-1) for s in samples], out=staged)
     flat = staged.to(device, non_blocking=True)
-    return [part.view(shape) for part, shape in zip(flat.split(sizes), shapes.tolist())]
+    shapes = shapes.numpy()
+    if (shapes == shapes[0]).all():
+        return flat.view((len(samples),) + tuple(shapes[0].tolist()))
+    return [part.view(shape) for part, shape in zip(flat.split(shapes.prod(axis=1).tolist()), shapes.tolist())]
 
 
 @register("_shapes", devices=("cpu", "gpu"), inputs=(1, 1), internal=True,

@@ -108,8 +108,13 @@ def resample(images, sizes, lo, hi, interp, antialias, out_dtype, device):
     from ..kernels import resize as _  # noqa: F401  (loads the extension on first use)
 
     rois = torch.from_numpy(np.concatenate([lo, hi], axis=1).astype(np.float32))
-    op = torch.ops.torchdali.resize.dense if (sizes == sizes[0]).all() else torch.ops.torchdali.resize.default
-    out = op(images.samples, sizes.reshape(-1).tolist(), rois, torch.from_numpy(np.ascontiguousarray(interp)),
+    if not (sizes == sizes[0]).all():
+        op, pixels = torch.ops.torchdali.resize.default, images.samples
+    elif images.dense is not None:
+        op, pixels = torch.ops.torchdali.resize.dense_in, images.dense
+    else:
+        op, pixels = torch.ops.torchdali.resize.dense, images.samples
+    out = op(pixels, sizes.reshape(-1).tolist(), rois, torch.from_numpy(np.ascontiguousarray(interp)),
              bool(antialias), out_dtype, images.chw)
     return TensorList.make(out, images.layout, device=device)
 
@@ -220,11 +225,11 @@ class Resize(Operator):
         if len(batch) == 0:
             return [batch]
         images = image_batch(self, batch)
-        n = len(images.samples)
+        n = len(images)
         lo, hi = self._roi(args, images.hw)
         sizes, lo, hi = output_sizes(self, self._requested(args, n), lo, hi, self._mode, self._max_size,
                                      args["subpixel_scale"])
-        out_dtype = _out_dtype(self, images.samples[0].dtype, args["dtype"])
+        out_dtype = _out_dtype(self, images.dtype, args["dtype"])
         return [resample(images, sizes, lo, hi, filters(args, n), args["antialias"], out_dtype, batch.device)]
 
 
@@ -269,15 +274,15 @@ class RandomResizedCrop(RandomOperator):
         if len(batch) == 0:
             return [batch]
         images = image_batch(self, batch)
-        n = len(images.samples)
+        n = len(images)
         empty = (images.hw == 0).any(axis=1)
         if empty.any():
             i = int(np.argmax(empty))
-            raise self.error(f"sample {i} is empty ({tuple(images.samples[i].shape)})", ValueError, sample=i)
+            raise self.error(f"sample {i} is empty ({tuple(batch.sample(i).shape)})", ValueError, sample=i)
         y, x, h, w = random_crop_windows(self.rng, images.hw, self.area, self.aspect, args["num_attempts"]).T
         lo = np.stack([y, x], axis=1).astype(np.float32)
         hi = np.stack([y + h, x + w], axis=1).astype(np.float32)
-        out_dtype = _out_dtype(self, images.samples[0].dtype, args["dtype"])
+        out_dtype = _out_dtype(self, images.dtype, args["dtype"])
         sizes = np.broadcast_to(self.size, (n, 2))
         return [resample(images, sizes, lo, hi, filters(args, n), args["antialias"], out_dtype, batch.device)]
 

@@ -50,7 +50,7 @@ def check_outputs(outputs, dtypes, ndims):
         if dtype is not None and out.dtype != dtype:
             raise RuntimeError(f"Data type in the output_idx={i} does not match. Expected: {dtype.name}. "
                                f"Received: {out.dtype.name}.")
-        got = out.as_torch_list()[0].dim()
+        got = out.sample(0).dim()
         if ndim is not None and got != ndim:
             raise RuntimeError(f"Number of dimensions in the output_idx={i} does not match. Expected: {ndim}. "
                                f"Received: {got}.")

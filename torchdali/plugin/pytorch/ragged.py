@@ -52,7 +52,7 @@ def sparse_coo(name, samples, out):
         raise RuntimeError(f"DALIRaggedIterator: output '{name}' has scalar samples; SPARSE_COO_TAG "
                            "needs samples with at least one dimension")
     if not samples:
-        dtype = out.as_torch_list()[0].dtype if len(out) else torch.float32
+        dtype = out.sample(0).dtype if len(out) else torch.float32
         return torch.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.int64), torch.empty(0, dtype=dtype), (0, 0))
     lengths = [s.shape[0] for s in samples]
     rows = torch.repeat_interleave(torch.arange(len(samples)), torch.tensor(lengths))

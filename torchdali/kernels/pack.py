@@ -1,0 +1,34 @@
+"""`torchdali::pack`: its Python face and, beside it, the fake kernel that lets
+`torch.compile` trace it."""
+from typing import List, Tuple
+
+import torch
+
+from . import load_extension
+
+load_extension()
+
+__all__ = ["pack"]
+
+
+def pack(samples: List[torch.Tensor], pin_memory: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
+    """CPU `samples` (one dtype and number of dims, any shapes) copied back to back into one
+    1-D buffer, pinned when `pin_memory` (the staging of a host-to-GPU copy), and their
+    shapes as int64 [N, ndim]. One C++ call: the copies run on the intra-op threads without
+    the GIL."""
+    if not samples:  # no tensor for the dispatcher to pick a kernel by
+        raise ValueError("pack: `samples` must hold at least one tensor")
+    return torch.ops.torchdali.pack.default(list(samples), pin_memory)
+
+
+@torch.library.register_fake("torchdali::pack")
+def _pack_fake(samples, pin_memory=False):
+    torch._check_value(len(samples) > 0, lambda: "pack: `samples` must hold at least one tensor")
+    ndim = samples[0].dim()
+    for i, s in enumerate(samples):
+        torch._check_value(s.dim() == ndim, lambda: (
+            f"pack: all `samples` must have the same number of dims; sample 0 has {ndim}, sample {i} has {s.dim()}"))
+        torch._check_type(s.dtype == samples[0].dtype, lambda: (
+            f"pack: all `samples` must have the same dtype; sample 0 is {samples[0].dtype}, sample {i} is {s.dtype}"))
+    total = sum(s.numel() for s in samples)
+    return samples[0].new_empty((total,)), torch.empty((len(samples), ndim), dtype=torch.int64)
