@@ -171,5 +171,42 @@ C10_HOST_DEVICE inline Index transpose_src(const TransposePlan& p, Index idx) {
   return off;
 }
 
+// --- gather_windows ---
+
+// Window i of sample i, in elements: `rows` rows of `row_len` elements, read from `src` at
+// element offset `start` and then every `pitch` elements, written to `dst` back to back.
+struct WindowCopy {
+  int64_t start, pitch, rows, row_len, dst;  // dst: offset in the output buffer
+};
+
+// The checked windows of `images` (dims 0 and 1 are rows and columns; any dims after them
+// are copied whole) and the total number of output elements.
+inline std::vector<WindowCopy> window_copies(const std::vector<at::Tensor>& images,
+                                             const at::Tensor& windows, int64_t& total) {
+  const int64_t n = static_cast<int64_t>(images.size());
+  TORCH_CHECK_VALUE(windows.dim() == 2 && windows.size(0) == n && windows.size(1) == 4,
+                    "gather_windows: `windows` must have shape [", n, ", 4], got ",
+                    windows.sizes());
+  const at::Tensor w = windows.to(at::kCPU, at::kLong).contiguous();
+  const int64_t* p = w.data_ptr<int64_t>();
+  std::vector<WindowCopy> copies;
+  copies.reserve(n);
+  total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const at::Tensor& im = images[i];
+    const int64_t y = p[4 * i], x = p[4 * i + 1], h = p[4 * i + 2], wd = p[4 * i + 3];
+    TORCH_CHECK_VALUE(y >= 0 && x >= 0 && h >= 0 && wd >= 0 && h <= im.size(0) - y &&
+                          wd <= im.size(1) - x,
+                      "gather_windows: window ", i, " (y=", y, ", x=", x, ", h=", h, ", w=", wd,
+                      ") is not inside sample ", i, " of shape ", im.sizes());
+    int64_t inner = 1;
+    for (int64_t d = 2; d < im.dim(); ++d) inner *= im.size(d);
+    copies.push_back(WindowCopy{(y * im.size(1) + x) * inner, im.size(1) * inner, h, wd * inner,
+                                total});
+    total += h * wd * inner;
+  }
+  return copies;
+}
+
 }  // namespace geometry
 }  // namespace torchdali

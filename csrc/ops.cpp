@@ -58,6 +58,11 @@ TORCH_LIBRARY(torchdali, m) {
   m.def(
       "flip.dense(Tensor images, Tensor horizontal, Tensor vertical, int height_dim=0) -> "
       "Tensor");
+  // Copies window i = windows[i] = (y, x, h, w) (int64 [N, 4], inside the sample) of each
+  // sample of `images` (dims 0 and 1 are rows and columns, e.g. HWC; later dims are copied
+  // whole; any dtype of 1, 2, 4 or 8 bytes) back to back into one 1-D tensor: sample i's
+  // window as a contiguous [h, w, ...]. One call for a batch's crops, not a copy per image.
+  m.def("gather_windows(Tensor[] images, Tensor windows) -> Tensor");
   // Permutes the dims of each sample: output dim k is input dim perm[k] (DALI's Transpose).
   m.def("transpose(Tensor[] images, int[] perm) -> Tensor[]");
   // Warps each image (HWC, or CHW when `chw`; uint8, float16, float32) with an affine map:

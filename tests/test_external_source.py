@@ -130,6 +130,20 @@ def test_numpy_data_is_not_copied():
     assert out.as_torch().data_ptr() == array.ctypes.data
 
 
+def test_a_list_of_one_shape_is_copied_into_one_batch_unless_no_copy():
+    """As DALI copies (no_copy=False): the source may reuse its arrays once run() returns."""
+    arrays = [np.full((2, 3), i, np.uint8) for i in range(3)]
+    (out,) = build(lambda: arrays).run()
+    assert out.dense_tensor() is not None and out.as_torch().data_ptr() not in {a.ctypes.data for a in arrays}
+    arrays[0][:] = 7
+    assert out.as_array()[0].tolist() == [[0, 0, 0], [0, 0, 0]]
+    (shared,) = build(lambda: arrays, no_copy=True).run()
+    assert [shared.at(i).ctypes.data for i in range(3)] == [a.ctypes.data for a in arrays]
+    ragged = [np.zeros(2, np.uint8), np.zeros(3, np.uint8)]
+    (out,) = build(lambda: ragged, batch_size=2).run()
+    assert [out.at(i).ctypes.data for i in range(2)] == [a.ctypes.data for a in ragged]
+
+
 def test_declared_dtype_ndim_and_layout_are_checked():
     with pytest.raises(TypeError, match="has type DALIDataType.FLOAT64, but dtype=DALIDataType.FLOAT"):
         build(lambda: [np.zeros(2)] * 3, dtype=types.FLOAT).run()

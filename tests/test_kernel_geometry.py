@@ -3,10 +3,11 @@ torch.permute."""
 import itertools
 import shutil
 
+import numpy as np
 import pytest
 import torch
 
-from torchdali.kernels.geometry import flip, transpose
+from torchdali.kernels.geometry import flip, gather_windows, transpose
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 DEVICES = ["cpu", pytest.param("cuda", marks=requires_cuda)]
@@ -160,3 +161,44 @@ def test_bad_dtype_mix():
         transpose([torch.zeros(2, 3, 3), torch.zeros(2, 3, 3, dtype=torch.uint8)], (2, 0, 1))
     with pytest.raises(TypeError, match="bytes"):
         flip([torch.zeros(2, 3, 3, dtype=torch.complex128)], torch.zeros(1), torch.zeros(1))
+
+
+# --- gather_windows ---
+
+def _windows(shapes, seed):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for h, w in shapes:
+        wh, ww = int(rng.integers(0, h + 1)), int(rng.integers(0, w + 1))
+        rows.append((int(rng.integers(0, h - wh + 1)), int(rng.integers(0, w - ww + 1)), wh, ww))
+    return np.array(rows, np.int64)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int16, torch.float32, torch.float64])
+@pytest.mark.parametrize("inner", [(3,), (), (2, 5)], ids=["hwc", "hw", "hw25"])
+def test_gather_windows_equals_slicing(inner, dtype, device):
+    shapes = [(17, 23), (1, 1), (31, 5), (8, 40), (0, 3)]
+    images = [(torch.rand((h, w) + inner) * 100).to(dtype).to(device) for h, w in shapes]
+    windows = _windows(shapes, seed=len(inner))
+    outs = gather_windows(images, windows)
+    for out, im, (y, x, h, w) in zip(outs, images, windows.tolist()):
+        assert out.is_contiguous() and torch.equal(out, im[y:y + h, x:x + w])
+    same = np.array([[1, 2, 0, 1]] + [[0, 0, 0, 1]] * 3, np.int64)  # one size: one dense tensor
+    dense = gather_windows(images[:4], same)
+    assert dense.shape == (4, 0, 1) + inner
+    same = np.array([[3, 4, 1, 1], [0, 0, 1, 1], [9, 2, 1, 1], [7, 39, 1, 1]], np.int64)
+    dense = gather_windows(images[:4], same)
+    assert torch.equal(dense, torch.stack([im[y:y + 1, x:x + 1] for im, (y, x, _, _) in zip(images, same.tolist())]))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gather_windows_errors_and_opcheck(device):
+    images = [torch.zeros(4, 5, 3, device=device), torch.zeros(6, 2, 3, device=device)]
+    with pytest.raises(ValueError, match=r"gather_windows: window 1 \(y=5, x=0, h=2, w=1\) is not inside sample 1 "
+                                         r"of shape \[6, 2, 3\]"):
+        gather_windows(images, np.array([[0, 0, 4, 5], [5, 0, 2, 1]]))
+    with pytest.raises(ValueError, match=r"`windows` must have shape \[2, 4\]"):
+        torch.ops.torchdali.gather_windows(images, torch.zeros(3, 4, dtype=torch.int64))
+    torch.library.opcheck(torch.ops.torchdali.gather_windows.default,
+                          (images, torch.tensor([[1, 1, 2, 3], [0, 1, 6, 1]])))

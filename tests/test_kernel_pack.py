@@ -1,8 +1,9 @@
-"""torchdali::pack against torch.cat of the flattened samples."""
+"""torchdali::pack against torch.cat of the flattened samples; gather_arrays against np.stack."""
+import numpy as np
 import pytest
 import torch
 
-from torchdali.kernels.pack import pack
+from torchdali.kernels.pack import gather_arrays, pack
 
 
 def _samples(shapes, dtype=torch.float32, seed=0):
@@ -35,3 +36,36 @@ def test_mixed_samples_are_named():
 
 def test_opcheck():
     torch.library.opcheck(torch.ops.torchdali.pack.default, (_samples([(2, 3), (4, 3), (1, 3)]), False))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int32, np.float16, np.float64, np.bool_])
+@pytest.mark.parametrize("shape", [(5,), (3, 7, 2), (0, 4)], ids=["1d", "3d", "empty"])
+def test_gather_arrays_equals_np_stack(shape, dtype):
+    rng = np.random.default_rng(0)
+    arrays = [(rng.random(shape) * 100).astype(dtype) for _ in range(9)]
+    arrays[3].flags.writeable = False  # read-only arrays are copied as well
+    out = gather_arrays(arrays)
+    assert out.shape == (9,) + shape and np.array_equal(out.numpy(), np.stack(arrays))
+    assert out.numpy().ctypes.data not in {a.ctypes.data for a in arrays}
+
+
+def test_gather_arrays_copies_large_batches_on_threads():
+    arrays = [np.full((300, 400, 3), i, np.uint8) for i in range(40)]  # 14 MB: several chunks
+    assert np.array_equal(gather_arrays(arrays).numpy(), np.stack(arrays))
+
+
+@pytest.mark.parametrize("arrays", [
+    [np.zeros(3), np.zeros(4)],                                  # shapes differ
+    [np.zeros(3), np.zeros(3, np.float32)],                      # dtypes differ
+    [np.zeros((3, 4)), np.zeros((4, 3)).T],                      # not contiguous
+    [np.zeros(3, np.uint8), b"abc"],                             # not an array
+    [np.zeros(3, np.uint8), bytearray(b"abc")],
+    [np.float32(1.0), np.float32(2.0)],                          # scalars
+    [np.zeros(()), np.zeros(())],                                # 0-d
+    [np.array([None, 1]), np.array([None, 2])],                  # objects
+    [np.zeros(2, np.uint32).astype(">u4"), np.zeros(2, ">u4")],  # a type torch lacks
+    [torch.zeros(3), torch.zeros(3)],
+    [],
+], ids=["shapes", "dtypes", "strided", "bytes", "bytearray", "scalars", "0d", "objects", "big-endian", "torch", "empty"])
+def test_gather_arrays_declines_what_is_not_one_shape_of_arrays(arrays):
+    assert gather_arrays(arrays) is None

@@ -401,12 +401,17 @@ class AsyncRunner:
     `schedule()` asks for one more iteration. The CPU thread starts iterations while fewer
     than requested have started and fewer than `cpu_size` wait for (or are in) its stage;
     the GPU thread finishes them in order while fewer than `gpu_size` finished ones wait
-    for the caller. A pipeline without GPU work finishes its iterations in the CPU thread."""
+    for the caller. A pipeline without GPU work finishes its iterations in the CPU thread.
+    Each party waits on its own condition (one lock), so a change wakes only who can act
+    on it: every needless wake-up costs the GIL a hand-over."""
 
     def __init__(self, executor, cpu_size=2, gpu_size=2):
         self.ex = executor
         self.cpu_size, self.gpu_size = cpu_size, gpu_size
-        self.lock = threading.Condition()
+        self.lock = threading.Lock()
+        self.cpu_turn = threading.Condition(self.lock)  # the CPU thread may start an iteration
+        self.gpu_turn = threading.Condition(self.lock)  # the GPU thread may finish one
+        self.caller_turn = threading.Condition(self.lock)  # an iteration finished
         self.requested = self.started = self.taken = self.finished = self.delivered = 0
         self.halt = None  # the StopIteration or error that stopped the CPU thread
         self.closing = self.draining = False
@@ -423,7 +428,7 @@ class AsyncRunner:
     def schedule(self):
         with self.lock:
             self.requested += 1
-            self.lock.notify_all()
+            self.cpu_turn.notify()
 
     def _may_start(self):
         return self.halt is None and self.started < self.requested and self.started - self.taken < self.cpu_size
@@ -432,7 +437,7 @@ class AsyncRunner:
         while True:
             with self.lock:
                 while not self.closing and not self._may_start():
-                    self.lock.wait()
+                    self.cpu_turn.wait()
                 if self.closing:
                     return
                 self.started += 1
@@ -450,26 +455,28 @@ class AsyncRunner:
                     self._finish(item)
                 else:
                     self.cpu_done.append(item)
-                    self.lock.notify_all()
+                    self.gpu_turn.notify()
             item = None  # a waiting thread must not keep a failure (and its traceback) alive
 
     def _finish(self, item):
         self.finished += 1
         self.ready.append(item)
-        self.lock.notify_all()
+        self.caller_turn.notify_all()
+
+    def _gpu_may_finish(self):
+        return self.cpu_done and (self.draining or self.finished - self.delivered < self.gpu_size)
 
     def _gpu_loop(self):
         torch.cuda.set_device(self.ex.cuda_device)
         while True:
             with self.lock:
-                while not self.closing and not (self.cpu_done and (self.draining or
-                                                                    self.finished - self.delivered < self.gpu_size)):
-                    self.lock.wait()
+                while not self.closing and not self._gpu_may_finish():
+                    self.gpu_turn.wait()
                 if self.closing:
                     return
                 item = self.cpu_done.popleft()
                 self.taken += 1
-                self.lock.notify_all()
+                self.cpu_turn.notify()
             if not isinstance(item, _Failure):
                 try:
                     item = self.ex.run_gpu_stage(item)
@@ -489,9 +496,9 @@ class AsyncRunner:
                 if self.halt is not None and self.finished == self.started:
                     self.delivered += 1
                     return _Failure(self.halt.error())
-                self.lock.wait()
+                self.caller_turn.wait()
             self.delivered += 1
-            self.lock.notify_all()  # the GPU thread may finish one more
+            self.gpu_turn.notify()  # the GPU thread may finish one more
             return self.ready.popleft()
 
     def undelivered(self):
@@ -504,19 +511,19 @@ class AsyncRunner:
         with self.lock:
             self.requested = self.started  # start nothing new
             self.draining = True  # finish what started, however many wait
-            self.lock.notify_all()
+            self.gpu_turn.notify()
             while self.finished < self.started:
-                self.lock.wait()
+                self.caller_turn.wait()
             self.draining = False
             self.ready.clear()
             self.requested = self.started = self.taken = self.finished = self.delivered = 0
             self.halt = None
-            self.lock.notify_all()
 
     def close(self):
         with self.lock:
             self.closing = True
-            self.lock.notify_all()
+            for turn in (self.cpu_turn, self.gpu_turn, self.caller_turn):
+                turn.notify_all()
         for thread in (self.cpu_thread, self.gpu_thread):
             if thread is not None:
                 thread.join(timeout=5)

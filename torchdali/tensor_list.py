@@ -222,14 +222,20 @@ class TensorGPU(Tensor):
         return self._data.__cuda_array_interface__
 
 
-def to_torch_samples(data, operator="", arg="data"):
+def to_torch_samples(data, operator="", arg="data", gather=False):
     """Normalise user data (NumPy, torch, CuPy, DLPack, `__cuda_array_interface__`,
     TensorLists, or a list of any of those) into a list of torch tensors, or a dense
-    batched tensor when given one array."""
+    batched tensor when given one array. With `gather`, a list of NumPy arrays of one
+    shape and dtype is copied into one dense batch (the other forms are not copied)."""
     if isinstance(data, TensorList):
         dense = data.dense_tensor()
         return dense if dense is not None else data.as_torch_list()
     if isinstance(data, (list, tuple)):
+        if gather and data:
+            from .kernels.pack import gather_arrays  # loads the extension on first use
+            dense = gather_arrays(data)
+            if dense is not None:
+                return dense
         return _plain_arrays(data) or [to_torch_array(x, operator, arg) for x in data]
     if type(data).__name__ == "PyCapsule":  # a DLPack capsule holds a whole batch
         return torch.utils.dlpack.from_dlpack(data)

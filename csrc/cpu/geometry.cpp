@@ -1,5 +1,6 @@
 // CPU kernels of torchdali::flip and torchdali::transpose: one parallel loop over the rows
 // of the whole batch (a sample's rows are found from prefix sums).
+#include <ATen/Parallel.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -288,10 +289,32 @@ std::vector<at::Tensor> transpose_cpu(at::TensorList images, at::IntArrayRef per
   return outs;
 }
 
+at::Tensor gather_windows_cpu(at::TensorList images, const at::Tensor& windows) {
+  std::vector<at::Tensor> ins = geometry::check_images("gather_windows", images, 2);
+  TORCH_CHECK_VALUE(ins[0].is_cpu(), "gather_windows: CPU kernel got `images` on ",
+                    ins[0].device());
+  int64_t total = 0;
+  const std::vector<geometry::WindowCopy> copies = geometry::window_copies(ins, windows, total);
+  at::Tensor out = at::empty({total}, ins[0].options());
+  const int64_t elem = ins[0].element_size();
+  char* dst = static_cast<char*>(out.data_ptr());
+  at::parallel_for(0, static_cast<int64_t>(ins.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const geometry::WindowCopy& c = copies[i];
+      const char* src = static_cast<const char*>(ins[i].const_data_ptr()) + c.start * elem;
+      for (int64_t r = 0; r < c.rows; ++r)
+        std::memcpy(dst + (c.dst + r * c.row_len) * elem, src + r * c.pitch * elem,
+                    c.row_len * elem);
+    }
+  });
+  return out;
+}
+
 }  // namespace
 }  // namespace torchdali
 
 TORCH_LIBRARY_IMPL(torchdali, CPU, m) {
+  m.impl("gather_windows", &torchdali::gather_windows_cpu);
   m.impl("flip", &torchdali::flip_cpu);
   m.impl("flip.dense", &torchdali::flip_dense_cpu);
   m.impl("transpose", &torchdali::transpose_cpu);

@@ -36,9 +36,10 @@ std::tuple<at::Tensor, at::Tensor> pack(at::TensorList samples, bool pin_memory)
     offset[i + 1] = offset[i] + s.numel();
   }
   at::Tensor out = at::empty({offset[n]}, first.options().pinned_memory(pin_memory));
-  auto* dst = static_cast<char*>(out.data_ptr());
   const int64_t elem = first.element_size();
-  const int64_t grain = std::max<int64_t>(1, n * at::internal::GRAIN_SIZE / std::max<int64_t>(1, offset[n]));
+  auto* dst = static_cast<char*>(out.data_ptr());
+  constexpr int64_t kGrainBytes = int64_t(1) << 20;  // a smaller copy does not pay for a thread
+  const int64_t grain = std::max<int64_t>(1, n * kGrainBytes / std::max<int64_t>(1, offset[n] * elem));
   at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i)
       std::memcpy(dst + offset[i] * elem, src[i].const_data_ptr(), src[i].numel() * elem);

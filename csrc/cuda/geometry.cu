@@ -161,10 +161,68 @@ std::vector<at::Tensor> transpose_cuda(at::TensorList images, at::IntArrayRef pe
   return outs;
 }
 
+// --- gather_windows ---
+
+struct WindowDesc {
+  const void* src;
+  geometry::WindowCopy c;
+};
+
+// blockIdx.z walks samples, blockIdx.y a window's rows, x the elements of a row.
+template <typename T, typename Index>
+__global__ void gather_windows_kernel(const WindowDesc* __restrict__ descs, int64_t n,
+                                      T* __restrict__ out) {
+  for (int64_t i = blockIdx.z; i < n; i += gridDim.z) {
+    const geometry::WindowCopy c = descs[i].c;
+    const T* src = static_cast<const T*>(descs[i].src) + c.start;
+    T* dst = out + c.dst;
+    const Index row_len = static_cast<Index>(c.row_len);
+    for (Index r = blockIdx.y; r < c.rows; r += gridDim.y)
+      for (Index e = Index(blockIdx.x) * blockDim.x + threadIdx.x; e < row_len;
+           e += Index(gridDim.x) * blockDim.x)
+        dst[int64_t(r) * row_len + e] = src[int64_t(r) * c.pitch + e];
+  }
+}
+
+at::Tensor gather_windows_cuda(at::TensorList images, const at::Tensor& windows) {
+  std::vector<at::Tensor> ins = geometry::check_images("gather_windows", images, 2);
+  const c10::cuda::CUDAGuard guard(ins[0].device());
+  TORCH_CHECK_VALUE(ins[0].is_cuda(), "gather_windows: CUDA kernel got `images` on ",
+                    ins[0].device());
+  int64_t total = 0;
+  const std::vector<geometry::WindowCopy> copies = geometry::window_copies(ins, windows, total);
+  at::Tensor out = at::empty({total}, ins[0].options());
+  std::vector<WindowDesc> descs;
+  int64_t max_rows = 0, max_row_len = 0;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    descs.push_back(WindowDesc{ins[i].const_data_ptr(), copies[i]});
+    max_rows = std::max(max_rows, copies[i].rows);
+    max_row_len = std::max(max_row_len, copies[i].row_len);
+  }
+  if (total == 0) return out;
+  std::vector<const void*> unused;
+  at::Tensor table = upload(descs, {}, out.device(), unused);
+  const int64_t n = static_cast<int64_t>(ins.size());
+  const dim3 grid(grid_dim(max_row_len, kThreads), grid_dim(max_rows, 1), grid_dim(n, 1));
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  const int64_t max_index = std::max(max_rows + grid.y, max_row_len + int64_t(grid.x) * kThreads);
+  geometry::dispatch_elem("gather_windows", ins[0], [&](auto tag) {
+    using T = decltype(tag);
+    dispatch_index(max_index, [&](auto index) {
+      gather_windows_kernel<T, decltype(index)><<<grid, kThreads, 0, stream>>>(
+          reinterpret_cast<const WindowDesc*>(table.const_data_ptr()), n,
+          static_cast<T*>(out.data_ptr()));
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    });
+  });
+  return out;
+}
+
 }  // namespace
 }  // namespace torchdali
 
 TORCH_LIBRARY_IMPL(torchdali, CUDA, m) {
+  m.impl("gather_windows", &torchdali::gather_windows_cuda);
   m.impl("flip", &torchdali::flip_cuda);
   m.impl("flip.dense", &torchdali::flip_dense_cuda);
   m.impl("transpose", &torchdali::transpose_cuda);

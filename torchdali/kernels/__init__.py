@@ -7,9 +7,9 @@ import torch
 
 
 def load_extension():
-    """Load torchdali._C, which registers the ops, or explain how to build it."""
+    """Load torchdali._C, which registers the ops, and return it; or explain how to build it."""
     try:
-        importlib.import_module("torchdali._C")
+        return importlib.import_module("torchdali._C")
     except ImportError as e:
         raise ImportError(
             "torchdali's C++/CUDA extension (torchdali._C) is not built; build it from the "

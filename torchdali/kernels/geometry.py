@@ -1,16 +1,16 @@
-"""`torchdali::flip` and `torchdali::transpose`: their Python faces and, beside them, the
-fake kernels that let `torch.compile` trace them. Both take a list of samples that may
-differ in shape and return a list (one launch per batch on CUDA)."""
+"""`torchdali::flip`, `torchdali::transpose` and `torchdali::gather_windows`: their Python
+faces and, beside them, the fake kernels that let `torch.compile` trace them. They take a
+list of samples that may differ in shape (one launch per batch on CUDA)."""
 from typing import List, Sequence, Union
 
+import numpy as np
 import torch
 
 from . import check_samples, load_extension
 
 load_extension()
 
-__all__ = ["flip", "transpose"]
-
+__all__ = ["flip", "transpose", "gather_windows"]
 
 
 def flip(images: Union[List[torch.Tensor], torch.Tensor], horizontal: torch.Tensor,
@@ -27,6 +27,19 @@ def flip(images: Union[List[torch.Tensor], torch.Tensor], horizontal: torch.Tens
 def transpose(images: List[torch.Tensor], perm: Sequence[int]) -> List[torch.Tensor]:
     """Permutes each sample's dims: output dim k is input dim `perm[k]`, made contiguous."""
     return torch.ops.torchdali.transpose.default(images, list(perm))
+
+
+def gather_windows(images: List[torch.Tensor], windows: np.ndarray) -> Union[List[torch.Tensor], torch.Tensor]:
+    """Window i = `windows[i]` = (y, x, h, w) of each sample (dims 0 and 1 are rows and
+    columns, e.g. HWC), copied in one call: a dense [N, h, w, ...] tensor when the windows
+    have one size, else a list of contiguous views of one buffer."""
+    windows = np.ascontiguousarray(windows, np.int64)
+    flat = torch.ops.torchdali.gather_windows.default(images, torch.from_numpy(windows))
+    inner = tuple(images[0].shape[2:])
+    if (windows[:, 2:] == windows[0, 2:]).all():
+        return flat.view((len(images),) + tuple(windows[0, 2:].tolist()) + inner)
+    sizes = (windows[:, 2] * windows[:, 3] * int(np.prod(inner, dtype=np.int64))).tolist()
+    return [part.view((h, w) + inner) for part, (h, w) in zip(flat.split(sizes), windows[:, 2:].tolist())]
 
 
 def _check_images(op, images, min_dims):
@@ -66,3 +79,12 @@ def _transpose_fake(images, perm):
     torch._check_value(sorted(perm) == list(range(ndim)), lambda: (
         f"transpose: `perm` must be a permutation of 0..{ndim - 1}, got {list(perm)}"))
     return [im.new_empty([im.shape[p] for p in perm]) for im in images]
+
+
+@torch.library.register_fake("torchdali::gather_windows")
+def _gather_windows_fake(images, windows):
+    _check_images("gather_windows", images, 2)
+    n = len(images)
+    torch._check_value(windows.dim() == 2 and windows.shape[0] == n and windows.shape[1] == 4, lambda: (
+        f"gather_windows: `windows` must have shape [{n}, 4], got {tuple(windows.shape)}"))
+    return images[0].new_empty(torch.library.get_ctx().new_dynamic_size())

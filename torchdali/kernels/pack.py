@@ -1,14 +1,16 @@
-"""`torchdali::pack`: its Python face and, beside it, the fake kernel that lets
-`torch.compile` trace it."""
-from typing import List, Tuple
+"""Batches gathered into one buffer: `torchdali::pack` (its Python face and, beside it,
+the fake kernel that lets `torch.compile` trace it) for torch tensors, and
+`gather_arrays` for NumPy arrays, which ops cannot take."""
+from typing import List, Optional, Tuple
 
+import numpy as np
 import torch
 
 from . import load_extension
 
-load_extension()
+_C = load_extension()
 
-__all__ = ["pack"]
+__all__ = ["pack", "gather_arrays"]
 
 
 def pack(samples: List[torch.Tensor], pin_memory: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -32,3 +34,18 @@ def _pack_fake(samples, pin_memory=False):
             f"pack: all `samples` must have the same dtype; sample 0 is {samples[0].dtype}, sample {i} is {s.dtype}"))
     total = sum(s.numel() for s in samples)
     return samples[0].new_empty((total,)), torch.empty((len(samples), ndim), dtype=torch.int64)
+
+
+def gather_arrays(arrays: List[np.ndarray]) -> Optional[torch.Tensor]:
+    """NumPy arrays of one shape and dtype (at least 1D, C-contiguous) copied into one dense
+    [N, ...] tensor, in C++ without the GIL; None, copying nothing, when they are not all
+    such arrays (take them one by one then)."""
+    first = arrays[0] if len(arrays) else None
+    if type(first) is not np.ndarray or not first.ndim or first.dtype.hasobject:
+        return None
+    try:
+        dtype = torch.from_numpy(first[:0]).dtype
+    except (TypeError, ValueError):  # a NumPy type or byte order torch lacks
+        return None
+    out = torch.empty((len(arrays),) + first.shape, dtype=dtype)
+    return out if _C.gather_arrays(arrays, out.data_ptr(), first.nbytes) else None

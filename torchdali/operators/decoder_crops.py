@@ -34,15 +34,10 @@ class _DecodeThenCrop(ImageDecoder):
         images = decoded.as_torch_list()
         if not images:
             return [decoded]
+        from ..kernels.geometry import gather_windows  # loads the extension on first use
+
         hw = decoded.sample_shapes()[:, :2]
-        windows = self.windows(kept, hw, inputs, args)
-        crops = [img[y:y + h, x:x + w] for img, (y, x, h, w) in zip(images, windows.tolist())]
-        if crops and all(c.shape == crops[0].shape for c in crops):
-            out = crops[0].new_empty((len(crops),) + tuple(crops[0].shape))
-            for o, c in zip(out, crops):
-                o.copy_(c)
-        else:
-            out = [c.contiguous() for c in crops]
+        out = gather_windows(images, self.windows(kept, hw, inputs, args))  # one call for the batch
         return [TensorList.make(out, "HWC", device=decoded.device, source_info=decoded.source_info)]
 
 

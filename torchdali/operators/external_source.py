@@ -91,8 +91,10 @@ def worker_spec(args):
                 Arg("layout", ANY, None, "Layout(s) of the data, e.g. 'HWC'."),
                 Arg("parallel", BOOL, False, "Run the source in the pipeline's py_num_workers worker "
                     "processes (py_num_workers=0: in-process)."),
-                Arg("no_copy", BOOL, None, "Use the data without copying (torchdali never copies CPU data "
-                    "it can share); False is an error with parallel=True, as in DALI."),
+                Arg("no_copy", BOOL, None, "True: a list of arrays is used as given (a view per sample). "
+                    "Otherwise a list of NumPy arrays of one shape and dtype is copied into one dense batch "
+                    "(in C++, without the GIL), as DALI copies; a dense array or tensor is never copied. "
+                    "False is an error with parallel=True, as in DALI."),
                 Arg("prefetch_queue_depth", INT, None, "Batches computed ahead by a parallel source "
                     "(default 1); not allowed without parallel=True, as in DALI.",
                     check=lambda v: None if v >= 1 else "must be at least 1"),
@@ -203,7 +205,7 @@ class ExternalSource(Operator):
             return outputs
         converted = []
         for k, data in enumerate(outputs):
-            samples = to_torch_samples(data, "external_source", f"output {k}")
+            samples = to_torch_samples(data, "external_source", f"output {k}", gather=not self.spec.args["no_copy"])
             n = samples.shape[0] if isinstance(samples, torch.Tensor) else len(samples)
             if n > self.spec.max_batch_size:
                 raise self.error(f"the batch has {n} samples, more "
