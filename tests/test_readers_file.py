@@ -4,12 +4,14 @@ the sample order with NVIDIA DALI's when `nvidia.dali` is importable."""
 import collections
 import json
 
+import numpy as np
 import pytest
 import torch
 
 from torchdali import schema
 from torchdali.operators import readers  # noqa: F401  (registers readers.file)
 from torchdali.operators.base import Args, OpSpec, RunContext
+from torchdali.operators.readers import take_from_buffer
 
 
 def make(batch_size=3, seed=1234, **kwargs):
@@ -345,6 +347,15 @@ class TestAgainstDALI:
             assert run(op, iterations, batch_size) == expected, kwargs
             assert op.meta() == meta
 
+    @pytest.mark.parametrize("kwargs", [dict(), dict(num_shards=3, shard_id=1),
+                                        dict(num_shards=3, shard_id=2, stick_to_shard=True),
+                                        dict(num_shards=4, shard_id=3, pad_last_batch=True)])
+    def test_large_batches_read_at_once(self, flat_files, kwargs):
+        """Batches inside an epoch take the reader's array path; the order stays DALI's."""
+        kwargs = dict(files=flat_files(200), **kwargs)
+        expected, _ = dali_run(kwargs, 16, 40)
+        assert run(make(batch_size=16, **kwargs), 40, 16) == expected
+
     def test_shuffle_epoch_multisets(self, flat_files):
         """DALI's shuffle buffer, like ours, returns each epoch's shard exactly once (the
         random numbers, and so the files of each shard, differ)."""
@@ -354,3 +365,18 @@ class TestAgainstDALI:
         for batches in (dali_run(kwargs, 3, 8)[0], run(make(batch_size=3, **kwargs), 8, 3)):
             epochs = [collections.Counter(flat(batches)[6 * e:6 * (e + 1)]) for e in range(4)]
             assert all(e == epochs[0] for e in epochs) and set(epochs[0].values()) == {1}
+
+
+def test_the_shuffle_buffer_over_a_batch_equals_its_steps():
+    """take_from_buffer (a batch at once) against the buffer's steps one by one."""
+    rng = np.random.default_rng(0)
+    for size, n in [(1, 5), (2, 9), (7, 3), (50, 64), (1024, 256)]:
+        buffer = rng.permutation(10_000)[:size]
+        picks, incoming = rng.integers(size, size=n), np.arange(20_000, 20_000 + n)
+        front, expected = buffer.tolist(), []
+        for k, i in enumerate(picks.tolist()):
+            front[i], front[-1] = front[-1], front[i]
+            expected.append(front.pop())
+            front.append(int(incoming[k]))
+        taken, after = take_from_buffer(buffer, picks, incoming)
+        assert taken.tolist() == expected and after.tolist() == front

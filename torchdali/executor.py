@@ -26,7 +26,7 @@ from .workers import WorkerDied
 _STAGE_RANK = {"cpu": 0, "mixed": 1, "gpu": 2}
 
 
-class _Step:
+class Step:
     """One planned operator instance of the graph: where its data comes from and the
     step function its plan returned."""
 
@@ -38,7 +38,7 @@ class _Step:
         self.arg_inputs = {k: (x.source.id, x.index) for k, x in node.arg_inputs.items()}
 
 
-class _Iteration:
+class Iteration:
     """Everything one iteration carries from stage to stage."""
 
     def __init__(self, index, ctx):
@@ -107,7 +107,7 @@ class Executor:
             impl = make_operator(node, pipe, rank[node.id], pipe.num_threads)
             outs, run = plan_operator(impl, [specs[(x.source.id, x.index)] for x in node.inputs])
             specs.update(((node.id, i), o) for i, o in enumerate(outs))
-            step = _Step(node, impl, run)
+            step = Step(node, impl, run)
             # Names that are the same for every instance of one definition (checkpoints).
             step.key = node.args.get("name") or f"{node.schema.name}#{rank[node.id]}"
             self.steps.append(step)
@@ -136,11 +136,11 @@ class Executor:
     def run_cpu_stage(self):
         ctx = RunContext(iteration=self.iteration, batch_size=self.max_batch_size, thread_pool=self.pool,
                          num_threads=self.num_threads, cuda_device=self.cuda_device)
-        it = _Iteration(self.iteration, ctx)
+        it = Iteration(self.iteration, ctx)
         self._snapshot(it.index, self.cpu_steps)
         self.iteration += 1
         for step in self.cpu_steps:
-            self._run_step(step, it)
+            self.run_step(step, it)
             self._record_memory(step, it)
         return it
 
@@ -149,7 +149,7 @@ class Executor:
         if self.stream is not None:
             with torch.cuda.device(self.cuda_device), torch.cuda.stream(self.stream):
                 for step in self.gpu_steps:
-                    self._run_step(step, it)
+                    self.run_step(step, it)
                     self._record_memory(step, it)
                 it.event = torch.cuda.Event()
                 it.event.record(self.stream)
@@ -158,7 +158,7 @@ class Executor:
         return it
 
     @staticmethod
-    def _run_step(step, it):
+    def run_step(step, it):
         ctx = it.ctx
         inputs = [it.data[k] for k in step.inputs]
         arg_batches = {name: it.data[k] for name, k in step.arg_inputs.items()}
@@ -289,6 +289,17 @@ class Executor:
                 return s
         return None
 
+    def feed(self, name, data, layout=None):
+        """The next batch of the external_source named `name` (Pipeline.feed_input)."""
+        step = self.find(name)
+        if step is None or not hasattr(step.impl, "feed"):
+            raise ValueError(f"feed_input: no external_source named '{name}' in this pipeline")
+        step.impl.feed(data, layout)
+
+    def readers(self):
+        """The operators with reader metadata, by name."""
+        return {s.node.name: s.impl for s in self.steps if s.impl.meta() is not None}
+
     def shutdown(self):
         self.pool.shutdown(wait=False)
 
@@ -325,12 +336,14 @@ def as_torch_stream(cuda_stream, device):
     return torch.cuda.ExternalStream(int(cuda_stream), device=device)
 
 
-class _Failure:
+class Failure:
+    """An iteration that raised: what a runner delivers in its place."""
+
     def __init__(self, exc):
         self.exc = exc
 
 
-class _Halt:
+class Halt:
     """Why a runner stopped. Not the exception itself: its traceback holds the pipeline's
     frames, and keeping it would make a cycle that delays closing the pipeline's workers."""
 
@@ -352,6 +365,8 @@ class _Halt:
 class SyncRunner:
     """Runs scheduled iterations in the calling thread."""
 
+    runs_ahead = True  # schedule() computes the iteration: prefetched ones consume fed data early
+
     def __init__(self, executor):
         self.ex = executor
         self.ready = collections.deque()
@@ -359,13 +374,13 @@ class SyncRunner:
 
     def schedule(self):
         if self.halt is not None:
-            self.ready.append(_Failure(self.halt.error()))
+            self.ready.append(Failure(self.halt.error()))
             return
         try:
             it = self.ex.run_gpu_stage(self.ex.run_cpu_stage())
         except BaseException as e:  # StopIteration too: delivered in order by next()
-            self.halt = _Halt(e)
-            self.ready.append(_Failure(e))
+            self.halt = Halt(e)
+            self.ready.append(Failure(e))
             return
         self.ready.append(it)
 
@@ -404,6 +419,8 @@ class AsyncRunner:
     for the caller. A pipeline without GPU work finishes its iterations in the CPU thread.
     Each party waits on its own condition (one lock), so a change wakes only who can act
     on it: every needless wake-up costs the GIL a hand-over."""
+
+    runs_ahead = True
 
     def __init__(self, executor, cpu_size=2, gpu_size=2):
         self.ex = executor
@@ -446,9 +463,9 @@ class AsyncRunner:
                 if self.gpu_thread is None:
                     item = self.ex.run_gpu_stage(item)
             except BaseException as e:
-                item = _Failure(e)
+                item = Failure(e)
                 with self.lock:
-                    self.halt = _Halt(e)
+                    self.halt = Halt(e)
             with self.lock:
                 if self.gpu_thread is None:
                     self.taken += 1
@@ -477,13 +494,13 @@ class AsyncRunner:
                 item = self.cpu_done.popleft()
                 self.taken += 1
                 self.cpu_turn.notify()
-            if not isinstance(item, _Failure):
+            if not isinstance(item, Failure):
                 try:
                     item = self.ex.run_gpu_stage(item)
                 except BaseException as e:
-                    item = _Failure(e)
+                    item = Failure(e)
                     with self.lock:
-                        self.halt = _Halt(e)
+                        self.halt = Halt(e)
             with self.lock:
                 self._finish(item)
             item = None
@@ -495,7 +512,7 @@ class AsyncRunner:
                     raise RuntimeError("outputs() called with no iteration scheduled; call schedule_run() first")
                 if self.halt is not None and self.finished == self.started:
                     self.delivered += 1
-                    return _Failure(self.halt.error())
+                    return Failure(self.halt.error())
                 self.caller_turn.wait()
             self.delivered += 1
             self.gpu_turn.notify()  # the GPU thread may finish one more

@@ -15,16 +15,23 @@ from . import _current
 _ids = itertools.count()
 
 
+def new_node_id():
+    """A fresh id for a node of the graph (operators, and debug mode's given data)."""
+    return next(_ids)
+
+
 class Definition:
     """What a pipeline collects while its graph is defined, and what the graph code asks of
     it: the outputs, the operators kept for their side effects (sinks), the per-sample
-    conditions in effect (torchdali.conditionals) and, in debug mode, the hook that runs
-    each operator call at once."""
+    conditions in effect (torchdali.conditionals) and, in debug mode, the function that
+    defines the pipeline (called at every iteration) and the hook that runs each operator
+    call at once."""
 
-    def __init__(self):
+    def __init__(self, function=None):
         self.outputs = None  # list of DataNodes once defined
         self.sinks = []  # OpNodes
         self.conditions = None  # a conditionals.ConditionStack while a conditional definition runs
+        self.function = function  # debug mode: the definition function, run eagerly
         self.eager = None  # debug mode: callable(name, inputs, kwargs) -> outputs
 
 
@@ -144,7 +151,7 @@ class OpNode:
     """One call of an operator: its schema, device, constant arguments and connections."""
 
     def __init__(self, schema, device, args, inputs, arg_inputs, num_outputs, name=None):
-        self.id = next(_ids)
+        self.id = new_node_id()
         self.schema = schema
         self.device = device
         self.args = args  # converted constants (arg inputs present as None)

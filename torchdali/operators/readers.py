@@ -48,6 +48,33 @@ def _start_index(shard_id, num_shards, size):
     return size * shard_id // num_shards
 
 
+def take_from_buffer(buffer, picks, incoming):
+    """The shuffle buffer's steps over a batch, as arrays: step k takes buffer[picks[k]],
+    moves the buffer's last entry into that place and appends incoming[k] (the next entry
+    read). Returns (the taken entries, the buffer after the batch).
+
+    The last place holds incoming[k - 1] when step k starts (the initial last entry for
+    k = 0): that is what step k moves. So step k takes what the latest earlier step with the
+    same pick moved there, the initial entry if none did, or the moved entry itself when it
+    picks the last place."""
+    n, last = len(picks), len(buffer) - 1
+    moved = np.concatenate([buffer[last:], incoming[:-1]])  # moved[k]: the last entry at step k
+    order = np.lexsort((np.arange(n), picks))  # steps grouped by pick, in step order
+    grouped = picks[order]
+    first = np.ones(n, bool)
+    first[1:] = grouped[1:] != grouped[:-1]
+    earlier = np.empty(n, np.int64)  # per step: the previous step with its pick, -1 if none
+    earlier[order] = np.where(first, -1, np.roll(order, 1))
+    taken = np.where(earlier >= 0, moved[np.maximum(earlier, 0)], buffer[picks])
+    taken = np.where(picks == last, moved, taken)
+    after = buffer.copy()
+    final = np.ones(n, bool)  # the last step of each pick writes the place's final entry
+    final[:-1] = grouped[1:] != grouped[:-1]
+    after[grouped[final]] = moved[order[final]]
+    after[last] = incoming[-1]
+    return taken, after
+
+
 def _max_shard_size(num_shards, size):
     return -(-size // num_shards)
 
@@ -293,13 +320,34 @@ class FileReader(Operator):
         self.last = entry
         return entry
 
+    def _next_batch(self, n):
+        """The next n entries: at once while the batch stays inside one epoch's reads (the
+        usual case), else sample by sample through DALI's loader above."""
+        if not (self.filled and len(self.segments) == 1 and self.segments[0]):
+            return [self._next_sample(i == 0) for i in range(n)]
+        start, end = self.shard_ranges[self.shard_id]
+        vstart, vend = self.shard_ranges[self.vshard]
+        if self.pos + n >= (end if self.stick else self.size) or vstart + self.read_in_epoch + n - 1 >= vend:
+            return [self._next_sample(i == 0) for i in range(n)]  # a wrap or a new epoch inside the batch
+        front = np.array(self.segments[0], np.int64)
+        incoming = self.order[self.pos:self.pos + n]
+        self.pos += n
+        self.read_in_epoch += n
+        if self.shuffle:
+            taken, front = take_from_buffer(front, self.rng.integers(len(front), size=n), incoming)
+        else:  # first in, first out
+            stream = np.concatenate([front, incoming])
+            taken, front = stream[:n], stream[n:]
+        self.segments[0] = front.tolist()
+        self.returned += n
+        self.last = int(taken[-1])
+        return taken.tolist()
+
     # --- the operator ---
     def run(self, inputs, args, ctx):
         if self.entries is None:
             self._prepare()
-        # DALI's shuffle buffer and epoch bookkeeping, sample by sample (each pick depends
-        # on the ones before); the rest is a gather over the batch.
-        picks = [self._next_sample(i == 0) for i in range(ctx.batch_size)]
+        picks = self._next_batch(ctx.batch_size)
         names = [self.names[e] for e in picks]
         try:
             data = read_files([self.paths[e] for e in picks])

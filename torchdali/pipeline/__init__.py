@@ -6,7 +6,7 @@ import warnings
 import torch
 
 from .. import _current, conditionals
-from ..executor import AsyncRunner, Executor, SyncRunner, _Failure, _Halt, hand_over
+from ..executor import AsyncRunner, Executor, Failure, Halt, SyncRunner, hand_over
 from ..graph import DataNode, Definition, call_operator, topological_order
 from ..operators.external_source import worker_spec
 from ..workers import ParallelSource, WorkerPool
@@ -177,7 +177,7 @@ class Pipeline:
         """Set the pipeline's outputs (DataNodes; constants become constant outputs)."""
         if self._built:
             raise RuntimeError("set_outputs() after build()")
-        self.definition.outputs = _flatten_outputs(output_data_nodes)
+        self.definition.outputs = flatten_outputs(output_data_nodes)
         self._graph_defined = True
 
     def add_sink(self, edge):
@@ -185,11 +185,11 @@ class Pipeline:
         self.definition.sinks.append(edge.source)
 
     def _ensure_graph(self, define_graph=None):
-        if self._graph_defined:
+        if self._graph_defined or self.definition.function is not None:  # debug: what the last run defined
             return
         with self:
             outs = (define_graph or self.define_graph)()
-        self.definition.outputs = _flatten_outputs(outs if isinstance(outs, (list, tuple)) else [outs])
+        self.definition.outputs = flatten_outputs(outs if isinstance(outs, (list, tuple)) else [outs])
         self._graph_defined = True
 
     # --- build and run ---
@@ -229,6 +229,11 @@ class Pipeline:
         if self._built:
             return
         self.config.check_runnable()
+        if self.definition.function is not None:  # debug mode: the definition runs at every iteration
+            from .debug import DebugRunner
+            self._executor = self._runner = DebugRunner(self, self.definition.function)
+            self._built = True
+            return
         self._ensure_graph(define_graph)
         outputs = self.definition.outputs
         self._output_declarations()
@@ -274,9 +279,9 @@ class Pipeline:
         if self._stopped is not None and self._runner.undelivered() == 0:
             raise self._stopped.error()  # as DALI: stopped until reset(), even with nothing scheduled
         item = self._runner.next()
-        if isinstance(item, _Failure):
+        if isinstance(item, Failure):
             exc = item.exc
-            self._stopped = _Halt(exc)
+            self._stopped = Halt(exc)
             del item
             try:
                 raise exc
@@ -312,7 +317,7 @@ class Pipeline:
         self._check_mode("basic")
         self.build()
         if pipeline_inputs:
-            if self.config.cpu_queue != 1 or self.config.gpu_queue != 1:
+            if self._runner.runs_ahead and (self.config.cpu_queue != 1 or self.config.gpu_queue != 1):
                 raise ValueError("run() with pipeline inputs needs prefetch_queue_depth=1")
             for name, data in pipeline_inputs.items():
                 self.feed_input(name, data)
@@ -339,15 +344,12 @@ class Pipeline:
         """Give the next batch to an `external_source` without `source`, by name or DataNode."""
         self.build()
         name = data_node.source.name if isinstance(data_node, DataNode) else data_node
-        step = self._executor.find(name)
-        if step is None or not hasattr(step.impl, "feed"):
-            raise ValueError(f"feed_input: no external_source named '{name}' in this pipeline")
-        step.impl.feed(data, layout)
+        self._executor.feed(name, data, layout)
 
     # --- readers ---
     def _readers(self):
         self.build()
-        return {s.node.name: s.impl for s in self._executor.steps if s.impl.meta() is not None}
+        return self._executor.readers()
 
     def reader_meta(self, name=None):
         readers = self._readers()
@@ -504,7 +506,7 @@ class Pipeline:
             self._py_pool.close()
 
 
-def _flatten_outputs(outputs):
+def flatten_outputs(outputs):
     flat = []
     for x in outputs:
         if isinstance(x, (list, tuple)) and x and all(isinstance(y, DataNode) for y in x):

@@ -7,17 +7,15 @@ Unlike DALI's debug mode it needs no CUDA driver for CPU-only pipelines."""
 import collections
 import math
 import types as _pytypes
-import warnings
 
 import numpy as np
 import torch
 
-from .. import graph as _graph
-from ..executor import Executor, _Iteration, _Step, make_operator, plan_operator, unknown_specs
-from ..graph import DataNode, call_operator
+from ..executor import Executor, Failure, Iteration, Step, make_operator, plan_operator, unknown_specs
+from ..graph import DataNode, call_operator, new_node_id
 from ..operators.base import RunContext
 from ..tensor_list import TensorList, to_torch_samples
-from . import Pipeline, _flatten_outputs
+from . import Pipeline, flatten_outputs
 
 
 class DataNodeDebug(DataNode):
@@ -45,7 +43,7 @@ class _Given:
     schema = _pytypes.SimpleNamespace(name="data", internal=True)
 
     def __init__(self):
-        self.id = next(_graph._ids)
+        self.id = new_node_id()
         self.name = f"__data_{self.id}"
 
 
@@ -58,121 +56,123 @@ def _is_batch(value):
         isinstance(x, (np.ndarray, torch.Tensor)) for x in value)
 
 
-class DebugPipeline(Pipeline):
-    """A Pipeline whose definition runs eagerly at every iteration."""
+class DebugRunner:
+    """Debug mode's runner: each scheduled iteration calls the definition function again,
+    and each operator call in it runs at once. The operators are made at the first
+    iteration and reused by call order, so they keep their state. It answers the pipeline
+    as the executor and its runners do: schedule / next / undelivered / clear / close, and
+    feed / readers / reset / iteration."""
 
-    def __init__(self, definition, **kwargs):
-        super().__init__(**kwargs)
-        if self.config.enable_checkpointing or self._checkpoint_to_restore is not None:
-            raise ValueError("Pipeline: checkpoints are not available in debug mode")
-        self._function = definition
-        self._impls = []  # one per operator call, in call order: [schema name, device, args, impl, step]
-        self._pending_feeds = collections.defaultdict(list)  # external_source name -> batches
-        self._ready = collections.deque()
-        self._iteration = 0
-        self._it = None
-        self._call_index = 0
-        self._rank = 0
+    def __init__(self, pipe, function):
+        self.pipe = pipe
+        self.function = function
+        self.impls = []  # one per operator call, in call order: [schema name, device, args, impl, step]
+        self.pending_feeds = collections.defaultdict(list)  # external_source name -> batches
+        self.scheduled = 0
+        self.iteration = 0
+        self.it = None
+        self.call_index = 0
+        self.rank = 0
+        self.ran = set()
 
-    # --- running ---
-    def build(self, define_graph=None):
-        self.config.check_runnable()
-        self._built = True
+    runs_ahead = False
 
-    def schedule_run(self):
-        self.build()
-        self._ready.append(self._run_definition())
+    # --- the runner's part: the definition runs when its outputs are asked for ---
+    def schedule(self):
+        self.scheduled += 1
 
-    def outputs(self, cuda_stream=None):
-        if not self._ready:
+    def next(self):
+        if not self.scheduled:
             raise RuntimeError("outputs() called with no iteration scheduled; call schedule_run() first")
-        return self._ready.popleft()
+        self.scheduled -= 1
+        try:
+            return self._run_definition()
+        except BaseException as e:  # StopIteration too: the pipeline raises it
+            return Failure(e)
 
-    share_outputs = outputs
+    def undelivered(self):
+        return self.scheduled
 
-    def run(self, cuda_stream=None, /, **pipeline_inputs):
-        """Run the definition once more and return its outputs."""
-        for name, data in pipeline_inputs.items():
-            self.feed_input(name, data)
-        self.schedule_run()
-        return self.outputs()
+    def clear(self):
+        self.scheduled = 0
+
+    close = clear
+
+    # --- the executor's part ---
+    def shutdown(self):
+        """Nothing to stop: debug mode runs in the caller's thread."""
 
     def reset(self):
-        """Start a new epoch (after StopIteration): every operator is reset."""
-        self._ready.clear()
-        for entry in self._impls:
+        """A new epoch: every operator is reset."""
+        for entry in self.impls:
             entry[3].reset()
 
+    def feed(self, name, data, layout=None):
+        """Data for an external_source; kept until the source's first call if it has not run yet."""
+        for entry in self.impls:
+            if entry[0] == "external_source" and entry[3].spec.name == name:
+                entry[3].feed(data, layout)
+                return
+        self.pending_feeds[name].append((data, layout))
+
+    def readers(self):
+        return {e[3].spec.name: e[3] for e in self.impls if e[3].meta() is not None}
+
+    # --- one iteration ---
     def _run_definition(self):
-        device = torch.device("cuda", self.device_id) if self.device_id is not None \
+        pipe = self.pipe
+        device = torch.device("cuda", pipe.device_id) if pipe.device_id is not None \
             and torch.cuda.is_available() else None
-        ctx = RunContext(iteration=self._iteration, batch_size=self.max_batch_size, thread_pool=None,
+        ctx = RunContext(iteration=self.iteration, batch_size=pipe.max_batch_size, thread_pool=None,
                          num_threads=1, cuda_device=device)
-        self._it = _Iteration(self._iteration, ctx)
-        self._call_index = self._rank = 0
-        self._ran = set()
-        self.definition.sinks = []
-        self.definition.eager = self._call_eagerly
-        Pipeline.push_current(self)
+        self.it = it = Iteration(self.iteration, ctx)
+        self.call_index = self.rank = 0
+        self.ran = set()
+        pipe.definition.sinks = []
+        pipe.definition.eager = self._call_eagerly
+        Pipeline.push_current(pipe)
         try:
-            outs = self._function()
+            outs = self.function()
             outs = outs if isinstance(outs, (list, tuple)) else [outs] if outs is not None else []
-            result = tuple(self._output(x, i) for i, x in enumerate(_flatten_outputs(outs)))
+            result = [self._output(x, i) for i, x in enumerate(flatten_outputs(outs))]
         finally:
             Pipeline.pop_current()
-            self.definition.eager = None
-        if self._impls and self._call_index != len(self._impls):
-            raise RuntimeError(f"debug mode: this iteration called {self._call_index} operators, the first "
-                               f"called {len(self._impls)}; the operators must be the same every iteration")
-        self._iteration += 1
-        for message in ctx.messages:
-            warnings.warn(message, stacklevel=4)
-        self.definition.outputs = list(result)  # what num_outputs and the output checks count
-        self._graph_defined = True
-        self._check_outputs(result)
-        return result
+            pipe.definition.eager = None
+        if self.impls and self.call_index != len(self.impls):
+            raise RuntimeError(f"debug mode: this iteration called {self.call_index} operators, the first "
+                               f"called {len(self.impls)}; the operators must be the same every iteration")
+        self.iteration += 1
+        pipe.definition.outputs = result  # what num_outputs and the output checks count
+        it.outputs, it.data = result, None
+        return it
 
     @staticmethod
     def _output(value, i):
-        # Constants became `_constant` calls (run at once) in _flatten_outputs.
+        # Constants became `_constant` calls (run at once) in flatten_outputs.
         if not isinstance(value, DataNodeDebug):
             raise TypeError(f"output {i} is a DataNode of another pipeline")
         return value.get()
 
-    def feed_input(self, data_node, data, layout=None, cuda_stream=None, use_copy_kernel=False):
-        """Data for an external_source; kept until the source's first call if it has not run yet."""
-        name = data_node.source.name if isinstance(data_node, DataNode) else data_node
-        for entry in self._impls:
-            if entry[0] == "external_source" and entry[3].spec.name == name:
-                entry[3].feed(data, layout)
-                return
-        self._pending_feeds[name].append((data, layout))
-
-    def _readers(self):
-        return {e[3].spec.name: e[3] for e in self._impls if e[3].meta() is not None}
-
-    def checkpoint(self, filename=None, *, iterator_data=None):
-        raise RuntimeError("checkpoint(): checkpoints are not available in debug mode")
-
     # --- one operator call ---
     def _call_eagerly(self, name, inputs, kwargs):
         """Run operator `name` now on the given DataNodeDebugs or data."""
+        definition = self.pipe.definition
         inputs = [self._given(x) if _is_batch(x) else x for x in inputs]
         kwargs = {k: self._given(v) if isinstance(v, (TensorList, list)) and _is_batch(v) else v
                   for k, v in kwargs.items()}
-        self.definition.eager = None  # build the node with the ordinary graph code
+        definition.eager = None  # build the node with the ordinary graph code
         try:
             outs = call_operator(name, inputs, kwargs)
         finally:
-            self.definition.eager = self._call_eagerly
-        for node in self.definition.sinks:  # operators with side effects run even without outputs
+            definition.eager = self._call_eagerly
+        for node in definition.sinks:  # operators with side effects run even without outputs
             self._run_node(node)
         return self._evaluate(outs)
 
     def _given(self, value):
         samples = to_torch_samples(value, "debug mode", "input")
         batch = TensorList.make(samples, value.layout() if isinstance(value, TensorList) else "")
-        it = self._it
+        it = self.it
         if not it.data:
             it.ctx.batch_size = len(batch)
         node = DataNodeDebug(f"__data_{len(it.data)}", batch.device, _Given(), 0, it)
@@ -185,34 +185,34 @@ class DebugPipeline(Pipeline):
         if isinstance(outs, DataNodeDebug):
             return outs
         self._run_node(outs.source)
-        return DataNodeDebug(outs.name, outs.device, outs.source, outs.index, self._it)
+        return DataNodeDebug(outs.name, outs.device, outs.source, outs.index, self.it)
 
     def _run_node(self, node):
-        it = self._it
-        if node.id in self._ran:
+        it = self.it
+        if node.id in self.ran:
             return
-        self._ran.add(node.id)
+        self.ran.add(node.id)
         for x in list(node.inputs) + list(node.arg_inputs.values()):
             if not isinstance(x, DataNodeDebug):
                 self._run_node(x.source)
-        step = _Step(node, *self._impl_for(node))
+        step = Step(node, *self._impl_for(node))
         if node.device == "cpu" or it.ctx.cuda_device is None:
-            Executor._run_step(step, it)
+            Executor.run_step(step, it)
         else:
             with torch.cuda.device(it.ctx.cuda_device):
-                Executor._run_step(step, it)
+                Executor.run_step(step, it)
 
     def _impl_for(self, node):
         """The operator instance of this call and its planned step: made at the first
         iteration, then reused."""
-        index = self._call_index
-        self._call_index += 1
+        index = self.call_index
+        self.call_index += 1
         rank = None
         if not node.schema.internal:
-            rank, self._rank = self._rank, self._rank + 1
+            rank, self.rank = self.rank, self.rank + 1
         args = {k: v for k, v in node.args.items() if k not in node.arg_inputs}
-        if index < len(self._impls):
-            schema_name, device, first_args, impl, run = self._impls[index]
+        if index < len(self.impls):
+            schema_name, device, first_args, impl, run = self.impls[index]
             if (schema_name, device) != (node.schema.name, node.device):
                 raise RuntimeError(f"debug mode: call {index} is {node.schema.name} ({node.device}), but it "
                                    f"was {schema_name} ({device}) in the first iteration; the operators "
@@ -222,11 +222,11 @@ class DebugPipeline(Pipeline):
             return impl, run
         # Seeds as the built pipeline's (the rank among the user's operators), so a
         # debug run gives the numbers of the same pipeline built normally.
-        impl = make_operator(node, self, rank, 1)
+        impl = make_operator(node, self.pipe, rank, 1)
         _, run = plan_operator(impl, unknown_specs(node.inputs))
-        self._impls.append([node.schema.name, node.device, args, impl, run])
+        self.impls.append([node.schema.name, node.device, args, impl, run])
         if node.schema.name == "external_source":
-            for data, layout in self._pending_feeds.pop(impl.spec.name, []):
+            for data, layout in self.pending_feeds.pop(impl.spec.name, []):
                 impl.feed(data, layout)
         return impl, run
 

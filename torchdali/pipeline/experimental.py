@@ -1,8 +1,8 @@
 """Experimental pipeline features: `pipeline_def(debug=True)` runs the definition eagerly."""
 import functools
 
-from . import definition_factory, pipeline_def as _pipeline_def
-from .debug import DataNodeDebug, DebugPipeline
+from . import Pipeline, definition_factory, pipeline_def as _pipeline_def
+from .debug import DataNodeDebug
 
 __all__ = ["pipeline_def", "DataNodeDebug"]
 
@@ -19,8 +19,13 @@ def pipeline_def(fn=None, *, enable_conditionals=False, debug=False, **pipeline_
         if enable_conditionals:
             raise ValueError(f"@pipeline_def: {func.__name__}: debug=True does not support "
                              "enable_conditionals=True")
-        return definition_factory(
-            func, pipeline_kwargs,
-            lambda pipe_args, args, own: DebugPipeline(functools.partial(func, *args, **own), **pipe_args))
+        def make(pipe_args, args, own):
+            if pipe_args.get("enable_checkpointing") or pipe_args.get("checkpoint") is not None:
+                raise ValueError("Pipeline: checkpoints are not available in debug mode")
+            pipe = Pipeline(**pipe_args)
+            pipe.definition.function = functools.partial(func, *args, **own)
+            return pipe
+
+        return definition_factory(func, pipeline_kwargs, make)
 
     return decorate(fn) if fn is not None else decorate

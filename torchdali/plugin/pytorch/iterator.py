@@ -40,7 +40,7 @@ def _check_output_map(cls, output_map, pipes):
     return names
 
 
-class _PipelineIterator:
+class PipelineIterator:
     """What all the iterators share: argument checks, scheduling, epoch accounting, reset.
 
     Subclasses turn one pipeline's outputs into a dict with `_to_dict(outputs, keep, p)`."""
@@ -306,7 +306,7 @@ class _PipelineIterator:
         return len(self._epochs)
 
 
-class DALIGenericIterator(_PipelineIterator):
+class DALIGenericIterator(PipelineIterator):
     """Iterates over pipelines, returning per step a list of dicts (one per pipeline)
     that map the names of `output_map` to torch tensors [batch, ...].
 

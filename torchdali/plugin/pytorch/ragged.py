@@ -6,11 +6,11 @@ a sparse COO tensor whose row i holds sample i's elements along its first dimens
 Nothing is padded."""
 import torch
 
-from .iterator import _PipelineIterator, dense_batch, trim
+from .iterator import PipelineIterator, dense_batch, trim
 from .policy import LastBatchPolicy
 
 
-class DALIRaggedIterator(_PipelineIterator):
+class DALIRaggedIterator(PipelineIterator):
     """Iterates over pipelines like `DALIGenericIterator`, returning each output as a
     dense tensor, a list of tensors or a sparse COO tensor, by its tag in `output_types`
     (all DENSE_TAG when not given)."""
