@@ -7,7 +7,7 @@ import pytest
 
 import torchdali
 from torchdali import fn, types
-from torchdali.operators.filters import gaussian_window, sigma_for, window_size_for
+from torchdali.operators.filters import gaussian_windows, sigmas_for, window_sizes_for
 
 from conftest import as_numpy_batch, dali_or_skip, reflect101, requires_cuda
 
@@ -141,11 +141,32 @@ def test_against_dali(case):
 
 
 def test_window_rules_and_weights():
-    assert [window_size_for(s) for s in (0.1, 1.0, 1.5, 2.0)] == [3, 7, 11, 13]
-    assert sigma_for(1) == pytest.approx(0.5) and sigma_for(5) == pytest.approx(1.1)
-    w = gaussian_window(1.5, 11)
-    assert w.dtype == np.float32 and w.sum() == pytest.approx(1.0, abs=1e-6)
-    np.testing.assert_allclose(w, reference_window(1.5, 11), rtol=1e-5)
+    assert window_sizes_for([0.1, 1.0, 1.5, 2.0]).tolist() == [3, 7, 11, 13]
+    np.testing.assert_allclose(sigmas_for([1, 5]), [0.5, 1.1], rtol=1e-6)
+    pairs = [(1.5, 11), (0.3, 1), (2.0, 3), (4.1, 25), (1.5, 11)]
+    w = gaussian_windows([p[0] for p in pairs], [p[1] for p in pairs])
+    assert w.dtype == np.float32 and len(w) == sum(size for _, size in pairs)
+    start = 0
+    for sigma, size in pairs:  # each window as DALI computes one alone: float32, summed in order
+        one = w[start:start + size]
+        start += size
+        assert one.sum() == pytest.approx(1.0, abs=1e-6)
+        np.testing.assert_allclose(one, reference_window(sigma, size), rtol=1e-5)
+        np.testing.assert_array_equal(one, _dali_window(sigma, size))
+
+
+def _dali_window(sigma, size):
+    """DALI's float32 arithmetic for one window, step by step."""
+    r = (size - 1) // 2
+    sigma = np.float32(sigma)
+    exp_scale = np.float32(0.5) / (sigma * sigma)
+    x = np.arange(-r, 0, dtype=np.float32)
+    half = np.exp(-(x * x * exp_scale).astype(np.float64)).astype(np.float32)
+    total = np.float32(0)
+    for v in half:
+        total = np.float32(total + v)
+    scale = np.float32(1) / np.float32(total * np.float32(2) + np.float32(1))
+    return np.concatenate([half * scale, [scale], (half * scale)[::-1]]).astype(np.float32)
 
 
 def test_ops_class_names():

@@ -5,9 +5,6 @@ DALI's rules are kept: the window size from sigma is 2 * ceil(3 * sigma) + 1, si
 window size is (radius - 1) * 0.3 + 0.8 (OpenCV's rule); the weights are DALI's
 float32 Gaussian normalized to sum 1; borders reflect-101; channels (first or last) and
 frames (a leading F) are not blurred across."""
-import functools
-import math
-
 import numpy as np
 import torch
 
@@ -30,29 +27,33 @@ def _window_ok(v):
     return "must be odd and positive (or 0: derived from sigma)"
 
 
-@functools.lru_cache(maxsize=1024)
-def gaussian_window(sigma, size):
-    """DALI's Gaussian weights: exp(-x^2 / (2 sigma^2)) for x = -r..r, in float32, scaled to
-    sum 1 (the outer half summed in order, doubled, plus the centre's 1)."""
-    r = (size - 1) // 2
-    sigma = np.float32(sigma)
-    exp_scale = np.float32(0.5) / (sigma * sigma)
-    x = np.arange(-r, 0, dtype=np.float32)
-    half = np.exp(-(x * x * exp_scale).astype(np.float64)).astype(np.float32)
-    total = np.float32(0)
-    for v in half:
-        total = np.float32(total + v)
-    scale = np.float32(1) / np.float32(total * np.float32(2) + np.float32(1))
-    half = half * scale
-    return np.concatenate([half, [scale], half[::-1]]).astype(np.float32)
+def gaussian_windows(sigmas, sizes):
+    """DALI's Gaussian weights for each (sigma, odd size) pair, all pairs at once and
+    concatenated in order: exp(-x^2 / (2 sigma^2)) for x = -r..r, in float32, scaled to sum 1
+    (the outer half summed in order, doubled, plus the centre's 1)."""
+    sigmas = np.asarray(sigmas, np.float32)
+    r = (np.asarray(sizes, np.int64) - 1) // 2
+    x = np.arange(-int(r.max(initial=0)), 0, dtype=np.float32)  # the outer half, padded on the left
+    exp_scale = np.float32(0.5) / (sigmas * sigmas)
+    valid = x[None, :] >= -r[:, None]
+    half = np.exp(-(x[None, :] * x[None, :] * exp_scale[:, None]).astype(np.float64)).astype(np.float32)
+    half = np.where(valid, half, np.float32(0))  # leading zeros leave the float32 sums exact
+    total = np.add.accumulate(half, axis=1, dtype=np.float32)[:, -1] if len(x) else np.zeros(len(r), np.float32)
+    scale = np.float32(1) / (total * np.float32(2) + np.float32(1))
+    half = half * scale[:, None]
+    full = np.concatenate([half, scale[:, None], half[:, ::-1]], axis=1)
+    keep = np.concatenate([valid, np.ones((len(r), 1), bool), valid[:, ::-1]], axis=1)
+    return full[keep].astype(np.float32)
 
 
-def window_size_for(sigma):
-    return 2 * math.ceil(np.float32(sigma) * np.float32(3)) + 1
+def window_sizes_for(sigmas):
+    """DALI's window size for each sigma: 2 * ceil(3 * sigma) + 1, in float32."""
+    return 2 * np.ceil(np.asarray(sigmas, np.float32) * np.float32(3)).astype(np.int64) + 1
 
 
-def sigma_for(size):
-    return float(np.float32(((size - 1) // 2 - 1) * 0.3 + 0.8))
+def sigmas_for(sizes):
+    """DALI's (OpenCV's) sigma for each window size: (radius - 1) * 0.3 + 0.8, in float32."""
+    return (((np.asarray(sizes, np.int64) - 1) // 2 - 1) * 0.3 + 0.8).astype(np.float32)
 
 
 def spatial_axes(op, layout, ndim):
@@ -111,19 +112,16 @@ class GaussianBlur(Operator):
         ndim = self.check_rank(images)
         first, count = spatial_axes(self, batch.layout(), ndim)
         out_dtype = self._out_dtype(args, images[0].dtype)
-        params = [self._sample_windows(args, i, count) for i in range(n)]
-        shared = all(p == params[0] for p in params)
-        sizes = [s for p in (params[:1] if shared else params) for s, _ in p]
-        windows = np.concatenate([gaussian_window(sg, s)
-                                  for p in (params[:1] if shared else params) for s, sg in p])
-        windows = torch.from_numpy(windows)
+        sigmas, sizes = self._windows(args, n, count)  # [N, count], or [1, count] for the whole batch
+        windows = torch.from_numpy(gaussian_windows(sigmas.ravel(), sizes.ravel()))
+        shared = len(sizes) == 1
         if shared and batch.is_dense_tensor():  # the batch as one sample with its N in `outer`
-            out = separable_conv([batch.as_torch()], windows, sizes, first + 1, count, out_dtype)[0]
+            out = separable_conv([batch.as_torch()], windows, sizes[0].tolist(), first + 1, count, out_dtype)[0]
         else:
             if shared:
-                sizes = sizes * n
+                sizes = np.repeat(sizes, n, axis=0)
                 windows = windows.repeat(n)
-            out = separable_conv(images, windows, sizes, first, count, out_dtype)
+            out = separable_conv(images, windows, sizes.ravel().tolist(), first, count, out_dtype)
         return [TensorList.make(out, batch.layout(), device=batch.device)]
 
     def _out_dtype(self, args, in_dtype):
@@ -135,27 +133,33 @@ class GaussianBlur(Operator):
                              f"input's ({in_dtype}) or FLOAT", ValueError)
         return out
 
-    def _per_axis(self, args, name, i, count):
-        v = list(args.sample(name, i))
-        if len(v) == 1:
-            return v * count
-        if len(v) != count:
-            raise self.error(f"sample {i}: argument '{name}' = {v} must have 1 or {count} "
-                             f"values (one per data axis)", ValueError)
-        return v
+    def _per_axis(self, args, name, n, count):
+        """An argument as one value per data axis, outermost first: [N, count] when it is
+        per-sample, else [1, count]."""
+        v, per_sample = args.batch(name), args.is_per_sample(name)
+        if per_sample and isinstance(v, np.ndarray):  # [N, k]
+            a = v.astype(np.float64).reshape(len(v), -1)
+            rows = a[:1]  # all rows have k values
+        else:
+            rows = v if per_sample else [v]  # ragged rows come as a list
+        for i, row in enumerate(rows):
+            if len(row) not in (1, count):
+                where = f"sample {i}: " if per_sample else ""
+                raise self.error(f"{where}argument '{name}' = {list(row)} must have 1 or {count} values (one per "
+                                 "data axis)", ValueError)
+        if per_sample and isinstance(v, np.ndarray):
+            return np.broadcast_to(a, (len(a), count))
+        return np.stack([np.broadcast_to(np.asarray(r, np.float64), (count,)) for r in rows])
 
-    def _sample_windows(self, args, i, count):
-        """((window size, sigma) per data axis, outermost first) of sample i."""
-        sigmas = self._per_axis(args, "sigma", i, count)
-        sizes = self._per_axis(args, "window_size", i, count)
-        out = []
-        for axis, (sigma, size) in enumerate(zip(sigmas, sizes)):
-            if sigma == 0 and size == 0:
-                raise self.error(f"sample {i}, axis {axis}: give sigma or window_size (both "
-                                 "are 0)", ValueError)
-            if size == 0:
-                size = window_size_for(sigma)
-            elif sigma == 0:
-                sigma = sigma_for(size)
-            out.append((int(size), float(sigma)))
-        return out
+    def _windows(self, args, n, count):
+        """(sigma, window size) per data axis: float and int arrays [N, count], or [1, count]
+        when neither argument is per-sample; 0 in one is derived from the other."""
+        sigmas, sizes = self._per_axis(args, "sigma", n, count), self._per_axis(args, "window_size", n, count)
+        sigmas, sizes = np.broadcast_arrays(sigmas, sizes)
+        none = (sigmas == 0) & (sizes == 0)
+        if none.any():
+            i, axis = (int(k) for k in np.argwhere(none)[0])
+            raise self.error(f"sample {i}, axis {axis}: give sigma or window_size (both are 0)", ValueError)
+        sizes = np.where(sizes == 0, window_sizes_for(sigmas), sizes).astype(np.int64)
+        sigmas = np.where(sigmas == 0, sigmas_for(sizes), sigmas)
+        return sigmas, sizes

@@ -92,12 +92,13 @@ class Normalize(Operator):
 
     def run(self, inputs, args, ctx):
         batch = inputs[0]
-        images = batch.as_torch_list()
-        n = len(images)
+        n = len(batch)
         if n == 0:
             return [batch]
-        ndim = self.check_rank(images)
-        for i, im in enumerate(images):
+        held = batch.dense_tensor()  # a dense batch is checked once, and never split
+        images = None if held is not None else batch.as_torch_list()
+        ndim = held.dim() - 1 if held is not None else self.check_rank(images)
+        for i, im in enumerate([held] if held is not None else images):
             if im.dtype not in _IN_DTYPES:
                 raise self.error(f"input type {im.dtype} is not supported; give uint8, int8, "
                                  "int16, int32, float16 or float32 data", TypeError)
@@ -105,8 +106,8 @@ class Normalize(Operator):
         tensors = {name: [self._param(args, name, i, ndim) for i in range(n)]
                    for name in given if given[name] == "tensor"}
         reduced = self._reduced_axes(batch.layout(), ndim, tensors)
-        self._check_shapes(images, reduced, tensors)
-        dense = batch.is_dense_tensor()
+        self._check_shapes(batch, reduced, tensors)
+        dense = held is not None or batch.is_dense_tensor()
         mean, inv_std = _statistics(images, batch, reduced, args, given, tensors, dense)
         mean, inv_std = _kernel_params(mean, ndim, dense), _kernel_params(inv_std, ndim, dense)
         out_dtype = types.to_torch_type(args["dtype"])
@@ -146,23 +147,27 @@ class Normalize(Operator):
             return [d for d in range(ndim) if all(p.shape[d] == 1 for p in params)]
         return list(range(ndim))
 
-    def _check_shapes(self, images, reduced, tensors):
-        for i, im in enumerate(images):
-            expected = tuple(1 if d in reduced else e for d, e in enumerate(im.shape))
-            for name, params in tensors.items():
-                if tuple(params[i].shape) != expected:
+    def _check_shapes(self, batch, reduced, tensors):
+        """Per-sample parameters fit their samples reduced over `reduced`; with batch=True
+        the samples agree outside it (the sample shapes as one array: no loop for a dense batch)."""
+        shapes = batch.sample_shapes()
+        expected = shapes.copy()
+        expected[:, reduced] = 1
+        for name, params in tensors.items():
+            for i, p in enumerate(params):
+                if tuple(p.shape) != tuple(expected[i]):
                     raise self.error(
-                        f"argument input '{name}' sample {i} has shape "
-                        f"{tuple(params[i].shape)}; the input of shape {tuple(im.shape)} "
-                        f"reduced over axes {reduced} needs {expected}", ValueError)
+                        f"argument input '{name}' sample {i} has shape {tuple(p.shape)}; the input of shape "
+                        f"{tuple(shapes[i].tolist())} reduced over axes {reduced} needs "
+                        f"{tuple(expected[i].tolist())}", ValueError)
         if self.spec.args["batch"]:
-            kept = [d for d in range(images[0].dim()) if d not in reduced]
-            for i, im in enumerate(images):
-                if any(im.shape[d] != images[0].shape[d] for d in kept):
-                    raise self.error(
-                        f"batch=True needs equal extents in the non-reduced axes {kept}; "
-                        f"sample 0 has shape {tuple(images[0].shape)}, sample {i} has "
-                        f"{tuple(im.shape)}", ValueError)
+            kept = [d for d in range(shapes.shape[1]) if d not in reduced]
+            differ = (shapes[:, kept] != shapes[0, kept]).any(axis=1)
+            if differ.any():
+                i = int(np.argmax(differ))
+                raise self.error(
+                    f"batch=True needs equal extents in the non-reduced axes {kept}; sample 0 has shape "
+                    f"{tuple(shapes[0].tolist())}, sample {i} has {tuple(shapes[i].tolist())}", ValueError)
 
 
 def _map(f, *xs):

@@ -56,54 +56,47 @@ WARP_ARGS = [
 ]
 
 
-def _images(op, batch):
-    """The batch's samples and whether they are CHW (2D HWC/CHW images, see images.py)."""
-    images = image_batch(op, batch)
-    return images.samples, images.chw
-
-
-def _spatial(im, chw):
-    """(height, width) of an image."""
-    return (int(im.shape[1]), int(im.shape[2])) if chw else (int(im.shape[0]), int(im.shape[1]))
-
-
-def explicit_size(op, i, args):
-    """Sample i's `size` as integer (height, width), or None when not given. A constant is
-    rounded (DALI: max(round(s), 1)); DALI truncates per-sample sizes."""
-    size = args.sample("size", i)
+def explicit_sizes(op, args, n):
+    """The `size` argument as integer (height, width) rows [N, 2], or None when not given. A
+    constant is rounded (DALI: max(round(s), 1)); DALI truncates per-sample sizes."""
+    size = args.batch("size")
     if size is None:
         return None
-    if args.is_per_sample("size"):
-        hw = [int(s) for s in size]
-    else:
-        hw = [max(int(math.floor(s + 0.5)), 1) for s in size]
-    if min(hw) <= 0:
-        raise op.error(f"argument 'size' must be at least 1, got {size} for sample {i}", ValueError)
-    return hw
+    size = np.broadcast_to(np.asarray(size, np.float64), (n, 2))
+    hw = np.trunc(size) if args.is_per_sample("size") else np.maximum(np.floor(size + 0.5), 1)
+    if (hw <= 0).any():
+        i = int(np.argmax((hw <= 0).any(axis=1)))
+        raise op.error(f"argument 'size' must be at least 1, got {size[i].tolist()} for sample {i}", ValueError)
+    return hw.astype(np.int64)
 
 
-def run_warp(op, batch, images, chw, matrices, sizes, args):
-    """Warp `images` with the per-sample 2x3 `matrices` to `sizes`; a dense output batch when
-    all sizes are equal."""
+def run_warp(op, batch, images, matrices, sizes, args):
+    """Warp `images` (an ImageBatch) with the output-to-input `matrices` ([N, 6]) to `sizes`
+    ([N, 2]) in one kernel call; a dense output batch when all sizes are equal."""
     from ..kernels.warp import warp_affine  # loads the extension on first use
 
     n = len(images)
     interp = np.broadcast_to(np.asarray(args.batch("interp_type"), np.int64), (n,)).tolist()
     fill = args["fill_value"]
     fill = None if fill is None else torch.tensor([fill], dtype=torch.float32)
-    dtype = images[0].dtype if args["dtype"] is None else types.to_torch_type(args["dtype"])
+    dtype = images.dtype if args["dtype"] is None else types.to_torch_type(args["dtype"])
     m = torch.from_numpy(np.asarray(matrices, dtype=np.float32).reshape(n, 2, 3))
-    dense = all(s == sizes[0] for s in sizes)
-    out = warp_affine(images, m, sizes, interp, fill, dtype, chw, dense=dense)
-    return [TensorList.make(out, "CHW" if chw else "HWC", device=batch.device)]
+    dense = bool((sizes == sizes[0]).all())
+    out = warp_affine(images.samples, m, sizes.tolist(), interp, fill, dtype, images.chw, dense=dense)
+    return [TensorList.make(out, images.layout, device=batch.device)]
 
 
-def _invert(m):
-    """The inverse of a 2x3 affine map (as the 3x3 matrix it stands for), or None."""
-    full = np.vstack([np.asarray(m, dtype=np.float64).reshape(2, 3), [0.0, 0.0, 1.0]])
-    if abs(np.linalg.det(full)) < 1e-12:
-        return None
-    return np.linalg.inv(full)[:2].ravel()
+def _inverted(op, m, what):
+    """The inverses of 2x3 affine maps [N, 6] (as the 3x3 matrices they stand for); an error
+    naming the first that is not invertible."""
+    full = np.zeros((len(m), 3, 3))
+    full[:, :2] = m.reshape(-1, 2, 3)
+    full[:, 2, 2] = 1.0
+    singular = np.abs(np.linalg.det(full)) < 1e-12
+    if singular.any():
+        i = int(np.argmax(singular))
+        raise op.error(f"{what} of sample {i} is not invertible (inverse_map=False): {m[i].tolist()}", ValueError)
+    return np.linalg.inv(full)[:, :2].reshape(-1, 6)
 
 
 @register("warp_affine", devices=("cpu", "gpu"), inputs=(1, 2), aliases=("WarpAffine",),
@@ -130,65 +123,72 @@ class WarpAffine(Operator):
             raise ValueError("warp_affine: give the transform either as the argument 'matrix' "
                              "or as the second input, not both")
 
-    def _matrix(self, i, inputs, args):
+    def _matrices(self, inputs, args, n):
+        """The output-to-input matrices [N, 6] (float64), from the argument or the input."""
         if len(inputs) > 1:
-            m, what = self._input_matrix(inputs[1].as_torch_list()[i], i), "input 1 (mtx)"
+            m, what = self._input_matrices(inputs[1]), "input 1 (mtx)"
         else:
-            m, what = np.asarray(args.sample("matrix", i), dtype=np.float64), "argument 'matrix'"
-        if not args["inverse_map"]:
-            inv = _invert(m)
-            if inv is None:
-                raise self.error(f"{what} of sample {i} is not invertible (inverse_map=False): "
-                                 f"{m.tolist()}", ValueError)
-            m = inv
-        return m
+            m = np.broadcast_to(np.asarray(args.batch("matrix"), np.float64).reshape(-1, 6), (n, 6))
+            what = "argument 'matrix'"
+        return m if args["inverse_map"] else _inverted(self, m, what)
 
-    def _input_matrix(self, m, i):
-        """Sample i of the matrix input: 6 finite floats (a 2x3 matrix)."""
-        if not m.is_floating_point():
-            raise self.error(f"input 1 (mtx) must be float, got {m.dtype} for sample {i}", TypeError)
-        m = m.detach().cpu().double().numpy().ravel()
-        problem = _matrix_check(m.tolist())
-        if problem:
-            raise self.error(f"input 1 (mtx) of sample {i} {problem}: {m.tolist()}", ValueError)
+    def _input_matrices(self, batch):
+        """The matrix input: per sample 6 finite floats (a 2x3 matrix), as [N, 6]."""
+        dtype = batch.sample(0).dtype if len(batch) else torch.float32
+        if not dtype.is_floating_point:
+            raise self.error(f"input 1 (mtx) must be float, got {dtype} for sample 0", TypeError)
+        try:
+            m = batch.as_torch().detach().cpu().double().reshape(len(batch), -1).numpy()
+        except RuntimeError:  # samples of different shapes
+            m = None
+        if m is None or m.shape[1] != 6:
+            sizes = [s.numel() for s in batch.as_torch_list()]
+            i = next((i for i, k in enumerate(sizes) if k != 6), 0)
+            raise self.error(f"input 1 (mtx) of sample {i} must have 6 values (a 2x3 matrix), got {sizes[i]}",
+                             ValueError)
+        bad = ~np.isfinite(m).all(axis=1)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise self.error(f"input 1 (mtx) of sample {i} must be finite: {m[i].tolist()}", ValueError)
         return m
 
     def run(self, inputs, args, ctx):
         batch = inputs[0]
-        images, chw = _images(self, batch)
-        if not images:
+        if not len(batch):
             return [batch]
-        matrices, sizes = [], []
-        for i, im in enumerate(images):
-            matrices.append(self._matrix(i, inputs, args))
-            sizes.append(explicit_size(self, i, args) or list(_spatial(im, chw)))
-        return run_warp(self, batch, images, chw, matrices, sizes, args)
+        images = image_batch(self, batch)
+        n = len(images)
+        sizes = explicit_sizes(self, args, n)
+        return run_warp(self, batch, images, self._matrices(inputs, args, n),
+                        images.hw if sizes is None else sizes, args)
 
 
-def rotated_canvas(h, w, angle):
-    """DALI's output (height, width) of a rotation by `angle` degrees (RotatedCanvasSize): the
-    rotated image's bounding box less 0.01, rounded up, then made one larger where its parity
-    differs from the input extent that dominates it (less blur near the centre)."""
-    rad = float(_F32(-angle) * _D2R)
-    c, s = abs(math.cos(rad)), abs(math.sin(rad))
-    out_w = math.ceil(c * w + s * h - 1e-2)
-    out_h = math.ceil(c * h + s * w - 1e-2)
-    par_w, par_h = (w % 2, h % 2) if s <= c else (h % 2, w % 2)
-    out_w += (out_w % 2) ^ par_w
-    out_h += (out_h % 2) ^ par_h
-    return out_h, out_w
+def rotated_canvas(hw, angles):
+    """DALI's output (height, width) [N, 2] of rotations by `angles` degrees
+    (RotatedCanvasSize): each rotated image's bounding box less 0.01, rounded up, then made
+    one larger where its parity differs from the input extent that dominates it (less blur
+    near the centre)."""
+    rad = (-angles.astype(_F32) * _D2R).astype(np.float64)
+    c, s = np.abs(np.cos(rad)), np.abs(np.sin(rad))
+    h, w = hw[:, 0], hw[:, 1]
+    out_w = np.ceil(c * w + s * h - 1e-2).astype(np.int64)
+    out_h = np.ceil(c * h + s * w - 1e-2).astype(np.int64)
+    upright = s <= c
+    par_w, par_h = np.where(upright, w % 2, h % 2), np.where(upright, h % 2, w % 2)
+    return np.stack([out_h + ((out_h % 2) ^ par_h), out_w + ((out_w % 2) ^ par_w)], axis=1)
 
 
-def rotation_matrix(in_hw, out_hw, angle):
-    """DALI's output-to-input matrix of a rotation by `angle` degrees counter-clockwise about
-    the centres of the input and output canvases, in float32 as DALI computes it."""
-    rad = _F32(angle) * _D2R
-    c, s = _F32(math.cos(float(rad))), _F32(math.sin(float(rad)))
-    ih, iw = _F32(in_hw[0]) * _F32(0.5), _F32(in_hw[1]) * _F32(0.5)
-    oh, ow = _F32(out_hw[0]) * _F32(-0.5), _F32(out_hw[1]) * _F32(-0.5)
+def rotation_matrices(in_hw, out_hw, angles):
+    """DALI's output-to-input matrices [N, 6] of rotations by `angles` degrees
+    counter-clockwise about the centres of the input and output canvases, in float32 as DALI
+    computes them."""
+    rad = angles.astype(_F32) * _D2R
+    c, s = np.cos(rad.astype(np.float64)).astype(_F32), np.sin(rad.astype(np.float64)).astype(_F32)
+    ih, iw = in_hw[:, 0].astype(_F32) * _F32(0.5), in_hw[:, 1].astype(_F32) * _F32(0.5)
+    oh, ow = out_hw[:, 0].astype(_F32) * _F32(-0.5), out_hw[:, 1].astype(_F32) * _F32(-0.5)
     tx = (c * ow + -s * oh) + iw
     ty = (s * ow + c * oh) + ih
-    return [c, -s, tx, s, c, ty]
+    return np.stack([c, -s, tx, s, c, ty], axis=1)
 
 
 @register("rotate", devices=("cpu", "gpu"), inputs=(1, 1), aliases=("Rotate",),
@@ -214,16 +214,12 @@ class Rotate(Operator):
 
     def run(self, inputs, args, ctx):
         batch = inputs[0]
-        images, chw = _images(self, batch)
-        if not images:
+        if not len(batch):
             return [batch]
-        matrices, sizes = [], []
-        for i, im in enumerate(images):
-            angle = args.sample("angle", i)
-            in_hw = _spatial(im, chw)
-            out_hw = explicit_size(self, i, args)
-            if out_hw is None:
-                out_hw = list(in_hw) if args["keep_size"] else list(rotated_canvas(*in_hw, angle))
-            matrices.append(rotation_matrix(in_hw, out_hw, angle))
-            sizes.append(out_hw)
-        return run_warp(self, batch, images, chw, matrices, sizes, args)
+        images = image_batch(self, batch)
+        n = len(images)
+        angles = np.broadcast_to(np.asarray(args.batch("angle"), np.float64), (n,))
+        sizes = explicit_sizes(self, args, n)
+        if sizes is None:
+            sizes = images.hw if args["keep_size"] else rotated_canvas(images.hw, angles)
+        return run_warp(self, batch, images, rotation_matrices(images.hw, sizes, angles), sizes, args)
