@@ -131,7 +131,7 @@ def test_reader_epochs_len_and_size(tmp_path):
                 LastBatchPolicy.PARTIAL: [[0, 1], [2, 3], [4, 5], [6]]}
     for policy, batches in expected.items():
         it = DALIClassificationIterator(pipe(), reader_name="r", last_batch_policy=policy, auto_reset=True)
-        assert len(it) == len(batches) and it._size == 7
+        assert len(it) == len(batches) and it.size == 7
         for _ in range(2):
             assert [s[0]["label"].flatten().tolist() for s in it] == batches
 
@@ -152,10 +152,11 @@ def test_pipeline_reset_keeps_prefetched_batches_while_the_epoch_runs():
 
 
 def test_fill_last_batch_is_deprecated_and_maps_to_a_policy():
-    for fill, policy in ((True, LastBatchPolicy.FILL), (False, LastBatchPolicy.PARTIAL)):
+    """fill_last_batch=True is FILL (the last batch keeps its size), False is PARTIAL."""
+    for fill, last in ((True, 2), (False, 1)):
         with pytest.warns(Warning, match="last_batch_policy"):
             it = DALIGenericIterator(counting_pipeline(torch_batches(3)), ["x"], size=5, fill_last_batch=fill)
-        assert it._epochs.policy == policy
+        assert [s[0]["x"].shape[0] for s in it] == [2, 2, last]
 
 
 def test_size_without_reader_name_warns_and_partial_trims_the_last_batch():
@@ -168,8 +169,14 @@ def test_size_without_reader_name_warns_and_partial_trims_the_last_batch():
 @pytest.mark.parametrize("value,auto", [(True, True), ("yes", True), ("on", True), (False, False),
                                         (None, False), ("no", False), ("off", False)])
 def test_auto_reset_values(value, auto):
+    """With auto_reset, next() goes on into the next epoch; without it, it stops until reset()."""
     it = DALIGenericIterator(counting_pipeline(torch_batches(2)), ["x"], auto_reset=value)
-    assert it._auto_reset is auto
+    assert len(list(it)) == 2
+    if auto:
+        assert next(it)[0]["x"][0, 0].item() == 0
+    else:
+        with pytest.raises(StopIteration):
+            next(it)
 
 
 # --- ragged outputs ---

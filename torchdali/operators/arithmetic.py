@@ -99,8 +99,7 @@ class Arithmetic(Operator):
         if device is not None:
             self.scalars = {p: v.to(device) for p, v in self.scalars.items()}
         layout = next((b.layout() for b in inputs if b.layout()), "")
-        shapes = {tuple(s.shape) for b in inputs for s in b.as_torch_list()}
-        if len(shapes) == 1 and all(b.is_dense_tensor() for b in inputs):
+        if _one_sample_shape(inputs):
             # All samples share one shape: one operation over the whole batch.
             dense = [b.as_torch() for b in inputs]
             return [TensorList.make(self._apply(self._operands(dense)), layout, device=self.spec.device)]
@@ -114,3 +113,21 @@ class Arithmetic(Operator):
                 shapes = [tuple(x.shape) for x in operands]
                 raise self.error(f"sample {i}: operand shapes {shapes} don't broadcast ({e})", ValueError) from None
         return [TensorList.make(out, layout, device=self.spec.device)]
+
+
+def _one_sample_shape(batches):
+    """True when all samples of all `batches` have one shape (shapes as arrays: no loop over
+    a dense batch's samples)."""
+    first = None
+    for b in batches:
+        try:
+            shapes = b.sample_shapes()
+        except ValueError:  # samples of different ndim
+            return False
+        if not len(shapes) or not (shapes == shapes[0]).all():
+            return False
+        if first is None:
+            first = shapes[0]
+        elif len(first) != len(shapes[0]) or (first != shapes[0]).any():
+            return False
+    return first is not None

@@ -139,24 +139,39 @@ class Choice(RandomOperator):
     def run(self, inputs, args, ctx):
         choices = inputs[0].as_torch_list()
         shapes = ([tuple(s.shape) for s in inputs[1].as_torch_list()] if len(inputs) > 1
-                  else [tuple(args.sample("shape", i) or ()) for i in range(ctx.batch_size)])
+                  else [tuple(args.sample("shape", i) or ()) for i in range(ctx.batch_size)]
+                  if args.is_per_sample("shape") else [tuple(args["shape"] or ())] * ctx.batch_size)
+        if choices and all(a is choices[0] for a in choices) and not args.is_per_sample("p") \
+                and all(s == shapes[0] for s in shapes):  # one `a`, p and shape (a constant `a`): one draw
+            values = self._values(choices[0], 0)
+            p = self._probabilities(args["p"], values, 0)
+            picks = values[self.rng.choice(len(values), size=(len(choices),) + shapes[0], p=p)]
+            return [TensorList.make(torch.from_numpy(np.array(picks)), device="cpu")]
         out = []
         for i, (a, shape) in enumerate(zip(choices, shapes)):
-            a = a.numpy()
-            if a.ndim == 0:
-                if a.dtype.kind not in "iu":
-                    raise self.error(f"sample {i}: a scalar `a` must be an integer, got {a.dtype}", TypeError)
-                values = np.arange(int(a), dtype=a.dtype)
-            else:
-                values = a.reshape(-1)
-            if len(values) == 0:
-                raise self.error(f"sample {i}: nothing to choose from", ValueError)
-            p = args.sample("p", i)
-            if p is not None and len(p) != len(values):
-                raise self.error(f"sample {i}: p has {len(p)} entries for {len(values)} choices", ValueError)
-            if p is not None and abs(sum(p) - 1.0) > 1e-4:
-                raise self.error(f"sample {i}: p must sum to 1, sums to {sum(p)}", ValueError)
+            values = self._values(a, i)
+            p = self._probabilities(args.sample("p", i), values, i)
             out.append(torch.from_numpy(np.array(values[self.rng.choice(len(values), size=shape, p=p)])))
         return [TensorList.make(out, device="cpu")]
+
+    def _values(self, a, i):
+        """What sample i chooses from: 0..a-1 for a scalar int `a`, else a's elements."""
+        a = a.numpy()
+        if a.ndim == 0:
+            if a.dtype.kind not in "iu":
+                raise self.error(f"sample {i}: a scalar `a` must be an integer, got {a.dtype}", TypeError)
+            values = np.arange(int(a), dtype=a.dtype)
+        else:
+            values = a.reshape(-1)
+        if len(values) == 0:
+            raise self.error(f"sample {i}: nothing to choose from", ValueError)
+        return values
+
+    def _probabilities(self, p, values, i):
+        if p is not None and len(p) != len(values):
+            raise self.error(f"sample {i}: p has {len(p)} entries for {len(values)} choices", ValueError)
+        if p is not None and abs(sum(p) - 1.0) > 1e-4:
+            raise self.error(f"sample {i}: p must sum to 1, sums to {sum(p)}", ValueError)
+        return p
 
 
