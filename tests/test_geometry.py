@@ -183,6 +183,23 @@ def test_pad_images_dense_and_fill():
         assert g.shape == (im.shape[0], 23, 3) and (g[:, im.shape[1]:] == k).all()
 
 
+def test_pad_per_sample_shape_and_align_and_a_dense_batch():
+    """shape/align as argument inputs (one row per sample), and a batch of one shape padded
+    as a whole."""
+    same = [np.full((2, 3, 1), k + 1, np.uint8) for k in range(3)]
+    shapes = [np.int32([4, -1]), np.int32([1, 5]), np.int32([3, 3])]
+    got, _ = run(torchdali, "pad", same, axes=(0, 1), arg_inputs=dict(shape=shapes))
+    assert [g.shape for g in got] == [(4, 3, 1), (2, 5, 1), (3, 3, 1)]
+    got, _ = run(torchdali, "pad", same, axes=(0, 1), align=(3, 2),
+                 arg_inputs=dict(shape=[np.int32([4, 4])] * 3))
+    assert [g.shape for g in got] == [(6, 4, 1)] * 3
+    for k, g in enumerate(got):
+        assert (g[:2, :3] == k + 1).all() and g.sum() == 6 * (k + 1)
+    got, _ = run(torchdali, "pad", same, axes=(1,), shape=(5,), fill_value=9)
+    assert all(g.shape == (2, 5, 1) and (g[:, 3:] == 9).all() and (g[:, :3] == k + 1).all()
+               for k, g in enumerate(got))
+
+
 def test_pad_errors():
     with pytest.raises(ValueError, match="out of range"):
         run(torchdali, "pad", axes=[3])

@@ -139,46 +139,66 @@ class Pad(Operator):
             raise self.error(f"axes {bad} out of range for samples of {ndim} dims", ValueError)
         return [a % ndim for a in axes]
 
-    def _per_axis(self, name, value, count, i, allow_one):
-        if not value:
+    def _per_axis(self, args, name, count, allow_one, empty):
+        """`shape` or `align` as int64 rows of `count` values: [N, count] when per-sample, else
+        [1, count]; a sample without values gets `empty`; None when no sample has values."""
+        v, per_sample = args.batch(name), args.is_per_sample(name)
+        if per_sample and isinstance(v, np.ndarray):  # [N, k]: every sample has k values
+            a = v.reshape(len(v), -1)
+            rows = a[:1]
+        else:
+            rows = v if per_sample else [v]  # ragged rows come as a list
+        for i, row in enumerate(rows):
+            if len(row) and not (len(row) == count or (allow_one and len(row) == 1)):
+                raise self.error(f"sample {i}: {name}={list(row)} must have {count} value(s) (one per "
+                                 "padded axis)" + (" or 1" if allow_one else ""), ValueError)
+        if not any(len(row) for row in rows):
             return None
-        if len(value) == count or (allow_one and len(value) == 1):
-            return list(value) * (count if len(value) == 1 else 1)
-        raise self.error(f"sample {i}: {name}={list(value)} must have {count} value(s) (one per "
-                         "padded axis)" + (" or 1" if allow_one else ""), ValueError)
+        if per_sample and isinstance(v, np.ndarray):
+            return np.broadcast_to(a.astype(np.int64), (len(a), count))
+        return np.stack([np.broadcast_to(np.asarray(r if len(r) else [empty], np.int64), (count,)) for r in rows])
 
     def run(self, inputs, args, ctx):
         batch = inputs[0]
-        images = batch.as_torch_list()
-        n = len(images)
+        n = len(batch)
         if n == 0:
             return [batch]
-        ndim = self.check_rank(images)
+        try:
+            in_shapes = batch.sample_shapes()
+        except ValueError:  # samples of different ndim: named by check_rank
+            self.check_rank(batch.as_torch_list())
+        ndim = in_shapes.shape[1]
         axes = self._axes(batch.layout(), ndim)
-        largest = [max(im.shape[a] for im in images) for a in axes]
-        shapes, fills = [], []
-        for i, im in enumerate(images):
-            shape = self._per_axis("shape", args.sample("shape", i), len(axes), i, False)
-            align = self._per_axis("align", args.sample("align", i), len(axes), i, True)
-            out = list(im.shape)
-            for k, a in enumerate(axes):
-                target = shape[k] if shape is not None and shape[k] >= 0 else largest[k]
-                extent = max(im.shape[a], target)
-                if align is not None:
-                    extent = -(-extent // align[k]) * align[k]
-                out[a] = extent
-            shapes.append(out)
-            fills.append(cast_fill(args.sample("fill_value", i), im.dtype))
-
-        dense = all(s == shapes[0] for s in shapes)
-        if dense and all(f == fills[0] for f in fills):
-            outs = images[0].new_full([n] + shapes[0], fills[0])
+        extents = in_shapes[:, axes]
+        target = np.broadcast_to(extents.max(axis=0), extents.shape)  # the batch's largest, per axis
+        shape = self._per_axis(args, "shape", len(axes), False, -1)
+        if shape is not None:
+            target = np.where(shape >= 0, shape, target)
+        extents = np.maximum(extents, target)
+        align = self._per_axis(args, "align", len(axes), True, 1)
+        if align is not None:
+            extents = -(-extents // align) * align
+        out_shapes = in_shapes.copy()
+        out_shapes[:, axes] = extents
+        first = batch.sample(0)
+        fill_values = np.broadcast_to(np.asarray(args.batch("fill_value"), np.float64), (n,))
+        distinct, index = np.unique(fill_values, return_inverse=True)
+        fills = np.array([cast_fill(v, first.dtype) for v in distinct.tolist()])[index.reshape(-1)].tolist()
+        dense = bool((out_shapes == out_shapes[0]).all())
+        held = batch.dense_tensor()
+        if dense and held is not None and len(distinct) == 1:  # one copy for the batch
+            outs = held.new_full([n] + out_shapes[0].tolist(), fills[0])
+            outs[(slice(None),) + tuple(slice(0, e) for e in in_shapes[0].tolist())].copy_(held)
+            return [TensorList.make(outs, batch.layout(), device=batch.device)]
+        images = batch.as_torch_list()
+        if dense and len(distinct) == 1:
+            outs = first.new_full([n] + out_shapes[0].tolist(), fills[0])
         elif dense:
-            outs = images[0].new_empty([n] + shapes[0])
+            outs = first.new_empty([n] + out_shapes[0].tolist())
             for o, f in zip(outs, fills):
                 o.fill_(f)
         else:
-            outs = [im.new_full(s, f) for im, s, f in zip(images, shapes, fills)]
+            outs = [im.new_full(s, f) for im, s, f in zip(images, out_shapes.tolist(), fills)]
         for o, im in zip(outs, images):
             o[tuple(slice(0, e) for e in im.shape)].copy_(im)
         return [TensorList.make(outs, batch.layout(), device=batch.device)]
