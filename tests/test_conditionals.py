@@ -613,3 +613,21 @@ def calls_a_generator(fn, types, c, x):
 def test_yield_in_a_per_sample_branch_is_an_error():
     with pytest.raises(ValueError, match="`yield` inside a branch is not supported"):
         run(torchdali, calls_a_generator, COND, X)
+
+
+def test_a_dense_batch_stays_dense_through_split_and_merge():
+    """A dense batch is split by gathers and merged by scatters, in the predicate's order."""
+    data = np.arange(6 * 4, dtype=np.float32).reshape(6, 4)
+
+    @pipeline_def(batch_size=6, num_threads=1, device_id=None, enable_conditionals=True)
+    def pipe():
+        x = fn.external_source(lambda: data, batch=True)
+        if fn.external_source(lambda: np.array([1, 0, 0, 1, 1, 0], np.int32), batch=True):
+            x = x * 2
+        else:
+            x = x + 100
+        return x
+
+    (out,) = pipe().run()
+    assert out.dense_tensor() is not None
+    np.testing.assert_array_equal(out.as_array(), np.where(np.array([1, 0, 0, 1, 1, 0])[:, None], data * 2, data + 100))

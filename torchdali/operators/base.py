@@ -90,6 +90,13 @@ class Args:
     def is_per_sample(self, name):
         return name in self._batches
 
+    def given(self, name):
+        """The argument input's batch as given (a TensorList, unconverted), or None for a constant."""
+        batch = self._batches.get(name)
+        if batch is None or self._rows is None:
+            return batch
+        return TensorList.make([batch.sample(int(i)) for i in self._rows], batch.layout(), device=batch.device)
+
     def batch(self, name):
         """The values of `name` for the whole batch: one NumPy array, [N] for a scalar
         argument, [N, k] for a list, or the constant as it was given (it broadcasts)."""

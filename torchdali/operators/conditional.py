@@ -2,8 +2,8 @@
 by a predicate, merge two branches back in the original sample order, and the checks
 and negation of logical expressions. Added to the graph by torchdali.conditionals.
 
-Samples move without copies: a split or merged batch holds the same sample tensors
-(a dense batch is stacked only if a consumer asks for one tensor)."""
+A dense batch stays dense: it is split with one gather per branch and merged with one
+scatter per branch; the samples of other batches move without copies."""
 import numpy as np
 import torch
 
@@ -18,17 +18,23 @@ _CONDITION = Arg("condition", STR, "", "Source text of the condition, for error 
 
 
 def _truth(op, args, n, what):
-    """The predicate's samples as Python bools; each must be a 0-d bool or number."""
-    out = []
-    for i in range(n):
-        value = np.asarray(args.sample("predicate", i))
-        if value.ndim != 0:
-            raise op.error(f"{what} must be a scalar (0-d) per sample, but sample {i} has shape "
-                           f"{tuple(value.shape)}", ValueError)
-        if value.dtype.kind not in "biuf":
-            raise op.error(f"{what} must be a bool or a number, got {value.dtype} at sample {i}", TypeError)
-        out.append(bool(value))
-    return out
+    """The predicate as a bool array [N]; each sample must be a 0-d bool or number (checked
+    once for a dense batch)."""
+    batch = args.given("predicate")
+    if batch is None:  # a constant
+        values = np.broadcast_to(np.asarray(args["predicate"]), (n,))
+    else:
+        dense = batch.dense_tensor()
+        samples = [dense] if dense is not None else batch.as_torch_list()
+        for i, s in enumerate(samples):
+            if s.dim() != (1 if dense is not None else 0):
+                shape = tuple(s.shape[1:]) if dense is not None else tuple(s.shape)
+                raise op.error(f"{what} must be a scalar (0-d) per sample, but sample {i} has shape {shape}",
+                               ValueError)
+        values = (dense if dense is not None else torch.stack(samples) if samples else torch.zeros(0)).cpu().numpy()
+    if values.dtype.kind not in "biuf":
+        raise op.error(f"{what} must be a bool or a number, got {values.dtype} at sample 0", TypeError)
+    return values != 0
 
 
 def _condition(args):
@@ -44,13 +50,17 @@ class Split(Operator):
     def run(self, inputs, args, ctx):
         batch = inputs[0]
         truth = _truth(self, args, len(batch), _condition(args))
-        samples = batch.as_torch_list()
-        info = batch.source_info
+        dense = batch.dense_tensor()
+        info = np.array(batch.source_info, dtype=object) if batch.source_info else None
         outs = []
-        for want in (True, False):
-            keep = [i for i, t in enumerate(truth) if t == want]
-            outs.append(TensorList.make([samples[i] for i in keep], batch.layout(), device=batch.device,
-                                        source_info=[info[i] for i in keep] if info else None))
+        for keep in (np.flatnonzero(truth), np.flatnonzero(~truth)):
+            if dense is not None:
+                part = dense[torch.from_numpy(keep).to(dense.device)]  # one gather
+            else:
+                samples = batch.as_torch_list()
+                part = [samples[i] for i in keep.tolist()]
+            outs.append(TensorList.make(part, batch.layout(), device=batch.device,
+                                        source_info=info[keep].tolist() if info is not None else None))
         return outs
 
 
@@ -66,19 +76,33 @@ class Merge(Operator):
     def run(self, inputs, args, ctx):
         true, false = inputs
         truth = _truth(self, args, ctx.batch_size, _condition(args))
-        if len(true) != sum(truth) or len(false) != len(truth) - sum(truth):
+        selected = int(truth.sum())
+        if len(true) != selected or len(false) != len(truth) - selected:
             raise self.error(f"the branches have {len(true)} and {len(false)} samples, the condition "
-                             f"selects {sum(truth)} and {len(truth) - sum(truth)}")
+                             f"selects {selected} and {len(truth) - selected}")
         if len(true) and len(false):
             self._check_alike(true, false, args)
-        parts = {True: iter(true.as_torch_list()), False: iter(false.as_torch_list())}
-        infos = {True: iter(true.source_info or []), False: iter(false.source_info or [])}
-        samples = [next(parts[t]) for t in truth]
-        info = None
-        if (true.source_info or not len(true)) and (false.source_info or not len(false)):
-            info = [next(infos[t]) for t in truth]
+        where = {True: np.flatnonzero(truth), False: np.flatnonzero(~truth)}
         layout = true.layout() if len(true) else false.layout()
         device = true.device if len(true) else false.device
+        info = None
+        if (true.source_info or not len(true)) and (false.source_info or not len(false)):
+            merged = np.empty(len(truth), dtype=object)
+            for branch, part in ((True, true), (False, false)):
+                merged[where[branch]] = part.source_info or []
+            info = merged.tolist()
+        dense = {True: true.dense_tensor(), False: false.dense_tensor()}
+        alike = all(d is not None for d in dense.values()) and dense[True].shape[1:] == dense[False].shape[1:] \
+            and dense[True].dtype == dense[False].dtype
+        if alike:  # one scatter per branch
+            out = dense[True].new_empty((len(truth),) + tuple(dense[True].shape[1:]))
+            for branch in (True, False):
+                out[torch.from_numpy(where[branch]).to(out.device)] = dense[branch]
+            return [TensorList.make(out, layout, device=device, source_info=info)]
+        samples = [None] * len(truth)
+        for branch, part in ((True, true), (False, false)):
+            for i, sample in zip(where[branch].tolist(), part.as_torch_list()):
+                samples[i] = sample
         return [TensorList.make(samples, layout, device=device, source_info=info)]
 
     def _check_alike(self, true, false, args):
@@ -101,6 +125,9 @@ class Not(Operator):
     """Per-sample logical negation of scalars of any type (non-zero is true), as bool."""
 
     def run(self, inputs, args, ctx):
+        dense = inputs[0].dense_tensor()
+        if dense is not None and dense.dim() == 1:  # a batch of scalars: one operation
+            return [TensorList.make(torch.logical_not(dense), device="cpu")]
         out = []
         for i, s in enumerate(inputs[0].as_torch_list()):
             if s.dim() != 0:
@@ -119,6 +146,9 @@ class ValidateLogical(Operator):
     and `or` on DataNodes are restricted to those, as in DALI."""
 
     def run(self, inputs, args, ctx):
+        dense = inputs[0].dense_tensor()
+        if dense is not None and dense.dim() == 1 and dense.dtype == torch.bool:  # checked at once
+            return [inputs[0]]
         for i, s in enumerate(inputs[0].as_torch_list()):
             if s.dim() != 0 or s.dtype != torch.bool:
                 raise self.error(
