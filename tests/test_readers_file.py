@@ -379,3 +379,16 @@ def test_the_shuffle_buffer_over_a_batch_equals_its_steps():
             front.append(int(incoming[k]))
         taken, after = take_from_buffer(buffer, picks, incoming)
         assert taken.tolist() == expected and after.tolist() == front
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(num_shards=2, shard_id=1, stick_to_shard=True)])
+def test_a_buffer_larger_than_the_data_returns_each_epoch_once(flat_files, kwargs):
+    """The shuffle buffer holds several epochs (initial_fill > files): batches drain the
+    older epoch's segment at once, and each epoch still returns its files exactly once."""
+    p = flat_files(50)
+    op = make(files=p, random_shuffle=True, initial_fill=1024, batch_size=16, **kwargs)
+    got = flat(run(op, 20, 16))
+    size = op.meta()["epoch_size"] if not kwargs else 25
+    epochs = [got[k:k + size] for k in range(0, len(got) - size + 1, size)]
+    assert len(epochs) >= 6 and all(len(set(e)) == size for e in epochs)
+    assert len({tuple(e) for e in epochs}) == len(epochs)  # a new order every epoch

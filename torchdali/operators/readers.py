@@ -321,27 +321,64 @@ class FileReader(Operator):
         return entry
 
     def _next_batch(self, n):
-        """The next n entries: at once while the batch stays inside one epoch's reads (the
-        usual case), else sample by sample through DALI's loader above."""
-        if not (self.filled and len(self.segments) == 1 and self.segments[0]):
-            return [self._next_sample(i == 0) for i in range(n)]
-        start, end = self.shard_ranges[self.shard_id]
+        """The next n entries, in runs of steps taken at once: while the buffer is one
+        epoch's segment (`take_from_buffer`), or while an older epoch's segment drains (a
+        random draw of it); sample by sample through DALI's loader above only at the events
+        between runs (the first fill, an epoch's segment emptied or padded, a new one opened)."""
+        out = []
+        while len(out) < n:
+            if self.pad and self.filled and not self.segments[0] and \
+                    (out or self.returned < _max_shard_size(self.num_shards, self.size)):
+                self.returned += n - len(out)
+                out.extend([self.last] * (n - len(out)))  # the epoch's padding fills the batch
+                break
+            front = self.segments[0] if self.filled and self.segments else None
+            room = self._reads_before_opening() if front else 0
+            steps = min(n - len(out), room, len(front) if front and len(self.segments) > 1 else n)
+            if not steps:
+                out.append(self._next_sample(not out))
+                continue
+            front = np.array(front, np.int64)
+            incoming = self._advance_reads(steps)
+            if len(self.segments) > 1:  # the reads go to a later epoch's segment
+                order = self.rng.permutation(len(front)) if self.shuffle else np.arange(len(front))
+                taken, self.segments[0] = front[order[:steps]], front[order[steps:]].tolist()
+                self.segments[-1].extend(incoming.tolist())
+            elif self.shuffle:
+                taken, front = take_from_buffer(front, self.rng.integers(len(front), size=steps), incoming)
+                self.segments[0] = front.tolist()
+            else:  # first in, first out
+                stream = np.concatenate([front, incoming])
+                taken, self.segments[0] = stream[:steps], stream[steps:].tolist()
+            out.extend(taken.tolist())
+            self.returned += steps
+            self.last = out[-1]
+        return out
+
+    def _reads_before_opening(self):
+        """How many reads go to the newest segment before one opens the next epoch's."""
         vstart, vend = self.shard_ranges[self.vshard]
-        if self.pos + n >= (end if self.stick else self.size) or vstart + self.read_in_epoch + n - 1 >= vend:
-            return [self._next_sample(i == 0) for i in range(n)]  # a wrap or a new epoch inside the batch
-        front = np.array(self.segments[0], np.int64)
-        incoming = self.order[self.pos:self.pos + n]
-        self.pos += n
-        self.read_in_epoch += n
-        if self.shuffle:
-            taken, front = take_from_buffer(front, self.rng.integers(len(front), size=n), incoming)
-        else:  # first in, first out
-            stream = np.concatenate([front, incoming])
-            taken, front = stream[:n], stream[n:]
-        self.segments[0] = front.tolist()
-        self.returned += n
-        self.last = int(taken[-1])
-        return taken.tolist()
+        return max(0, vend - vstart - self.read_in_epoch)
+
+    def _advance_reads(self, count):
+        """The next `count` entries read, none of which opens a segment (the caller files
+        them): the read position moves on, wrapping to the next epoch's order as
+        `_read_next` does."""
+        start, end = self.shard_ranges[self.shard_id]
+        limit = end if self.stick else self.size
+        parts = []
+        while count:
+            chunk = min(count, limit - self.pos)
+            parts.append(self.order[self.pos:self.pos + chunk])
+            self.pos += chunk
+            self.read_in_epoch += chunk
+            count -= chunk
+            if self.pos >= limit:
+                self.pos = start if self.stick else 0
+                self.epoch += 1
+                if self.shuffle_after_epoch:
+                    self.order = self._order_for(self.epoch)
+        return np.concatenate(parts).astype(np.int64)
 
     # --- the operator ---
     def run(self, inputs, args, ctx):
