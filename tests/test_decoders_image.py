@@ -456,3 +456,26 @@ def test_mixed_pipeline(files):
         warnings.simplefilter("error")
         images, _ = pipe().run()
     assert images.at(0).is_cuda and [list(s) for s in images.shape()] == [[37, 53, 3], [37, 53, 3], [53, 37, 3]]
+
+
+def test_specs_are_planned_at_build():
+    """The reader gives 1D uint8 contents, the decoder HWC images of its dtype: a consumer
+    that cannot take them, or a decoder fed something else, fails at build()."""
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def wrong_input():
+        return fn.decoders.image(fn.external_source(lambda: [np.zeros((2, 2), np.uint8)] * 2, ndim=2))
+
+    with pytest.raises(TypeError, match=r"decoders.image .*expected encoded bytes \(1D uint8\) as input, got 2D"):
+        wrong_input().build()
+
+    def resized(dtype):
+        @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+        def pipe():
+            data, _ = fn.readers.file(files=["a.jpg", "b.jpg"], lazy_init=True)  # nothing is read at build
+            return fn.resize(fn.decoders.image(data, dtype=dtype), size=4)
+
+        return pipe()
+
+    resized(types.UINT8).build()
+    with pytest.raises(TypeError, match="resize .*input type DALIDataType.INT16 is not supported"):
+        resized(types.INT16).build()

@@ -11,7 +11,7 @@ import torch
 from .. import types
 from ..schema import BOOL, DTYPE, FLOAT, IMAGE_TYPE, INT, STR, Arg, register
 from ..tensor_list import TensorList
-from .base import Operator, map_samples
+from .base import BatchSpec, Operator, map_samples
 
 # torchvision 0.29 deprecates its image codecs in favour of TorchCodec; they still work,
 # and saying so on every decoded image helps nobody.
@@ -198,6 +198,15 @@ class ImageDecoder(Operator):
         self.dtype = types.to_torch_type(spec.args["dtype"])
         self.orient = spec.args["adjust_orientation"]
         self.skipped = 0  # running total of samples skipped with on_error="skip"
+
+    def plan(self, inputs):
+        """Encoded bytes (1D uint8, as far as known at build) in, HWC images of `dtype` out."""
+        spec = inputs[0]
+        if (spec.ndim is not None and spec.ndim != 1) or (spec.dtype is not None and spec.dtype != torch.uint8):
+            raise self.error(f"expected encoded bytes (1D uint8) as input, got {spec.ndim}D {spec.dtype} samples",
+                             TypeError)
+        device = "gpu" if self.spec.device == "mixed" else "cpu"
+        return [BatchSpec(device, self.dtype, 3, "HWC")], self.run
 
     @staticmethod
     def _name(batch, i):

@@ -18,7 +18,7 @@ from ..distributed import AUTO, resolve_shards
 from ..kernels.io import read_files
 from ..schema import BOOL, INT, INTS, STR, STRS, Arg, ArgType, register
 from ..tensor_list import TensorList
-from .base import Operator
+from .base import BatchSpec, Operator
 
 # DALI's kDaliDataloaderSeed: the fixed seed of whole-list shuffles, equal on every shard.
 _LIST_SEED = 524287
@@ -381,6 +381,10 @@ class FileReader(Operator):
         return np.concatenate(parts).astype(np.int64)
 
     # --- the operator ---
+    def plan(self, inputs):
+        """The files' contents (1D uint8) and labels (int32, shape (1,))."""
+        return [BatchSpec("cpu", torch.uint8, 1, ""), BatchSpec("cpu", torch.int32, 1, "")], self.run
+
     def run(self, inputs, args, ctx):
         if self.entries is None:
             self._prepare()
