@@ -84,7 +84,8 @@ inline Args prepare(Samples images, const at::Tensor& anchors, const at::Tensor&
                     const at::Tensor& mean, const at::Tensor& inv_std, int64_t crop_h,
                     int64_t crop_w, at::ScalarType out_dtype, bool out_chw, int64_t out_channels,
                     const at::Tensor& fill, bool in_chw) {
-  Args a{std::move(images)};
+  Args a;
+  a.images = std::move(images);
   a.n = a.images.size();
   a.in_chw = in_chw;
   const char* layout = in_chw ? "CHW" : "HWC";

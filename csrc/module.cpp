@@ -4,12 +4,11 @@
 // arrays into one batch.
 #include <Python.h>
 
-#include <ATen/Parallel.h>
-
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
+
+#include "cpu/copy.h"
 
 namespace {
 
@@ -45,14 +44,15 @@ PyObject* gather_arrays(PyObject*, PyObject* args) {
     for (int d = 0; ok && d < view.ndim; ++d) ok = view.shape[d] == first.shape[d];
   }
   if (ok && n > 0) {
-    char* dst = reinterpret_cast<char*>(static_cast<uintptr_t>(address));
-    constexpr int64_t kGrainBytes = int64_t(1) << 20;  // a smaller copy does not pay for a thread
-    const int64_t grain = std::max<int64_t>(1, kGrainBytes / std::max<Py_ssize_t>(1, sample_bytes));
+    std::vector<const void*> src;
+    std::vector<int64_t> offsets{0};
+    for (const Py_buffer& view : views) {
+      src.push_back(view.buf);
+      offsets.push_back(offsets.back() + sample_bytes);
+    }
     Py_BEGIN_ALLOW_THREADS
-    at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i)
-        std::memcpy(dst + i * sample_bytes, views[i].buf, sample_bytes);
-    });
+    torchdali::copy_back_to_back(reinterpret_cast<char*>(static_cast<uintptr_t>(address)), src,
+                                 offsets);
     Py_END_ALLOW_THREADS
   }
   for (Py_buffer& view : views) PyBuffer_Release(&view);

@@ -219,7 +219,7 @@ struct Args {
   at::Device device = at::kCPU;
   std::vector<at::Tensor> results;
   at::Tensor dense;
-  std::vector<Samples> inputs;  // keeps the units' sources alive
+  Samples input;  // keeps the units' sources alive
 };
 
 inline Args prepare(Samples images, at::IntArrayRef out_sizes, const at::Tensor& rois,
@@ -328,7 +328,7 @@ inline Args prepare(Samples images, at::IntArrayRef out_sizes, const at::Tensor&
     }
   }
   a.n = static_cast<int64_t>(a.units.size());
-  a.inputs.push_back(std::move(images));
+  a.input = std::move(images);
   return a;
 }
 

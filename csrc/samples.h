@@ -12,6 +12,8 @@ namespace torchdali {
 
 class Samples {
  public:
+  Samples() = default;  // no samples
+
   // A list of samples, each made contiguous.
   Samples(const char* op, at::TensorList list) {
     TORCH_CHECK_VALUE(!list.empty(), op, ": `images` must hold at least one image");

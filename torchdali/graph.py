@@ -27,11 +27,11 @@ class Definition:
     defines the pipeline (called at every iteration) and the hook that runs each operator
     call at once."""
 
-    def __init__(self, function=None):
+    def __init__(self):
         self.outputs = None  # list of DataNodes once defined
         self.sinks = []  # OpNodes
         self.conditions = None  # a conditionals.ConditionStack while a conditional definition runs
-        self.function = function  # debug mode: the definition function, run eagerly
+        self.function = None  # debug mode: the definition function, run eagerly
         self.eager = None  # debug mode: callable(name, inputs, kwargs) -> outputs
 
 

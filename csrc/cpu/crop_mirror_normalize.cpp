@@ -132,12 +132,15 @@ void cmn_cpu(const cmn::Args& a, int64_t crop_h, int64_t crop_w, bool out_chw,
   });
 }
 
-at::Tensor cmn_cpu_run(Samples images, const at::Tensor& anchors, const at::Tensor& mirror,
-                       const at::Tensor& mean, const at::Tensor& inv_std, int64_t crop_h,
-                       int64_t crop_w, at::ScalarType out_dtype, bool out_chw,
-                       int64_t out_channels, double scale, double shift, const at::Tensor& fill,
-                       bool in_chw) {
-  cmn::Args a = cmn::prepare(std::move(images), anchors, mirror, mean, inv_std, crop_h, crop_w,
+// crop_mirror_normalize (`images` a list) and crop_mirror_normalize.dense_in (a dense batch).
+template <typename Images>
+at::Tensor crop_mirror_normalize_cpu(Images images, const at::Tensor& anchors,
+                                     const at::Tensor& mirror, const at::Tensor& mean,
+                                     const at::Tensor& inv_std, int64_t crop_h, int64_t crop_w,
+                                     at::ScalarType out_dtype, bool out_chw, int64_t out_channels,
+                                     double scale, double shift, const at::Tensor& fill,
+                                     bool in_chw) {
+  cmn::Args a = cmn::prepare(Samples("crop_mirror_normalize", images), anchors, mirror, mean, inv_std, crop_h, crop_w,
                              out_dtype, out_chw, out_channels, fill, in_chw);
   TORCH_CHECK_VALUE(a.out.device().is_cpu(), "crop_mirror_normalize: CPU kernel got `images` "
                     "on ", a.out.device());
@@ -149,32 +152,11 @@ at::Tensor cmn_cpu_run(Samples images, const at::Tensor& anchors, const at::Tens
   return a.out;
 }
 
-at::Tensor crop_mirror_normalize_cpu(at::TensorList images, const at::Tensor& anchors,
-                                     const at::Tensor& mirror, const at::Tensor& mean,
-                                     const at::Tensor& inv_std, int64_t crop_h, int64_t crop_w,
-                                     at::ScalarType out_dtype, bool out_chw,
-                                     int64_t out_channels, double scale, double shift,
-                                     const at::Tensor& fill, bool in_chw) {
-  return cmn_cpu_run(Samples("crop_mirror_normalize", images), anchors, mirror, mean, inv_std,
-                     crop_h, crop_w, out_dtype, out_chw, out_channels, scale, shift, fill,
-                     in_chw);
-}
-
-at::Tensor crop_mirror_normalize_dense_in_cpu(const at::Tensor& images, const at::Tensor& anchors,
-                                              const at::Tensor& mirror, const at::Tensor& mean,
-                                              const at::Tensor& inv_std, int64_t crop_h,
-                                              int64_t crop_w, at::ScalarType out_dtype,
-                                              bool out_chw, int64_t out_channels, double scale,
-                                              double shift, const at::Tensor& fill, bool in_chw) {
-  return cmn_cpu_run(Samples("crop_mirror_normalize", images), anchors, mirror, mean, inv_std,
-                     crop_h, crop_w, out_dtype, out_chw, out_channels, scale, shift, fill,
-                     in_chw);
-}
-
 }  // namespace
 }  // namespace torchdali
 
 TORCH_LIBRARY_IMPL(torchdali, CPU, m) {
-  m.impl("crop_mirror_normalize", &torchdali::crop_mirror_normalize_cpu);
-  m.impl("crop_mirror_normalize.dense_in", &torchdali::crop_mirror_normalize_dense_in_cpu);
+  m.impl("crop_mirror_normalize", &torchdali::crop_mirror_normalize_cpu<at::TensorList>);
+  m.impl("crop_mirror_normalize.dense_in",
+         &torchdali::crop_mirror_normalize_cpu<const at::Tensor&>);
 }

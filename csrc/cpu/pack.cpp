@@ -3,13 +3,12 @@
 // bookkeeping in C++ (no tensor op per sample) and the copies on the intra-op threads,
 // without the GIL.
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <torch/library.h>
 
-#include <algorithm>
-#include <cstring>
 #include <tuple>
 #include <vector>
+
+#include "copy.h"
 
 namespace {
 
@@ -20,8 +19,10 @@ std::tuple<at::Tensor, at::Tensor> pack(at::TensorList samples, bool pin_memory)
   const int64_t ndim = first.dim();
   at::Tensor shapes = at::empty({n, ndim}, at::kLong);
   int64_t* shape = shapes.data_ptr<int64_t>();
-  std::vector<at::Tensor> src(n);
-  std::vector<int64_t> offset(n + 1, 0);
+  const int64_t elem = first.element_size();
+  std::vector<at::Tensor> contiguous(n);
+  std::vector<const void*> src(n);
+  std::vector<int64_t> offset(n + 1, 0);  // in bytes
   for (int64_t i = 0; i < n; ++i) {
     const at::Tensor& s = samples[i];
     TORCH_CHECK_VALUE(s.dim() == ndim, "pack: all `samples` must have the same number of dims; "
@@ -32,18 +33,12 @@ std::tuple<at::Tensor, at::Tensor> pack(at::TensorList samples, bool pin_memory)
     TORCH_CHECK_VALUE(s.is_cpu(), "pack: `samples` must be CPU tensors; sample ", i, " is on ",
                       s.device());
     for (int64_t d = 0; d < ndim; ++d) shape[i * ndim + d] = s.size(d);
-    src[i] = s.contiguous();
-    offset[i + 1] = offset[i] + s.numel();
+    contiguous[i] = s.contiguous();
+    src[i] = contiguous[i].const_data_ptr();
+    offset[i + 1] = offset[i] + s.numel() * elem;
   }
-  at::Tensor out = at::empty({offset[n]}, first.options().pinned_memory(pin_memory));
-  const int64_t elem = first.element_size();
-  auto* dst = static_cast<char*>(out.data_ptr());
-  constexpr int64_t kGrainBytes = int64_t(1) << 20;  // a smaller copy does not pay for a thread
-  const int64_t grain = std::max<int64_t>(1, n * kGrainBytes / std::max<int64_t>(1, offset[n] * elem));
-  at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
-      std::memcpy(dst + offset[i] * elem, src[i].const_data_ptr(), src[i].numel() * elem);
-  });
+  at::Tensor out = at::empty({offset[n] / elem}, first.options().pinned_memory(pin_memory));
+  torchdali::copy_back_to_back(static_cast<char*>(out.data_ptr()), src, offset);
   return {out, shapes};
 }
 

@@ -314,19 +314,13 @@ std::vector<at::Tensor> resize_cpu(at::TensorList images, at::IntArrayRef out_si
       .results;
 }
 
-at::Tensor resize_dense_cpu(at::TensorList images, at::IntArrayRef out_sizes,
-                            const at::Tensor& rois, const at::Tensor& interp, bool antialias,
-                            at::ScalarType out_dtype, bool chw) {
+// resize.dense (`images` a list) and resize.dense_in (a dense batch): one [N, ...] output.
+template <typename Images>
+at::Tensor resize_dense_cpu(Images images, at::IntArrayRef out_sizes, const at::Tensor& rois,
+                            const at::Tensor& interp, bool antialias, at::ScalarType out_dtype,
+                            bool chw) {
   return resize_cpu_run(Samples("resize", images), out_sizes, rois, interp, antialias,
-                        out_dtype, chw, true)
-      .dense;
-}
-
-at::Tensor resize_dense_in_cpu(const at::Tensor& images, at::IntArrayRef out_sizes,
-                               const at::Tensor& rois, const at::Tensor& interp,
-                               bool antialias, at::ScalarType out_dtype, bool chw) {
-  return resize_cpu_run(Samples("resize", images), out_sizes, rois, interp, antialias,
-                        out_dtype, chw, true)
+                         out_dtype, chw, true)
       .dense;
 }
 
@@ -335,6 +329,6 @@ at::Tensor resize_dense_in_cpu(const at::Tensor& images, at::IntArrayRef out_siz
 
 TORCH_LIBRARY_IMPL(torchdali, CPU, m) {
   m.impl("resize", &torchdali::resize_cpu);
-  m.impl("resize.dense", &torchdali::resize_dense_cpu);
-  m.impl("resize.dense_in", &torchdali::resize_dense_in_cpu);
+  m.impl("resize.dense", &torchdali::resize_dense_cpu<at::TensorList>);
+  m.impl("resize.dense_in", &torchdali::resize_dense_cpu<const at::Tensor&>);
 }

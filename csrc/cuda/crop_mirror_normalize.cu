@@ -70,13 +70,17 @@ __global__ void cmn_kernel(const SampleDesc* __restrict__ samples,
   }
 }
 
-at::Tensor cmn_cuda_run(Samples images, const at::Tensor& anchors, const at::Tensor& mirror,
-                        const at::Tensor& mean, const at::Tensor& inv_std, int64_t crop_h,
-                        int64_t crop_w, at::ScalarType out_dtype, bool out_chw,
-                        int64_t out_channels, double scale, double shift, const at::Tensor& fill,
-                        bool in_chw) {
-  const c10::cuda::CUDAGuard guard(images.device(0));
-  cmn::Args a = cmn::prepare(std::move(images), anchors, mirror, mean, inv_std, crop_h, crop_w,
+// crop_mirror_normalize (`images` a list) and crop_mirror_normalize.dense_in (a dense batch).
+template <typename Images>
+at::Tensor crop_mirror_normalize_cuda(Images images, const at::Tensor& anchors,
+                                      const at::Tensor& mirror, const at::Tensor& mean,
+                                      const at::Tensor& inv_std, int64_t crop_h, int64_t crop_w,
+                                      at::ScalarType out_dtype, bool out_chw, int64_t out_channels,
+                                      double scale, double shift, const at::Tensor& fill,
+                                      bool in_chw) {
+  Samples samples("crop_mirror_normalize", images);
+  const c10::cuda::CUDAGuard guard(samples.device(0));
+  cmn::Args a = cmn::prepare(std::move(samples), anchors, mirror, mean, inv_std, crop_h, crop_w,
                              out_dtype, out_chw, out_channels, fill, in_chw);
   TORCH_CHECK_VALUE(a.out.is_cuda(), "crop_mirror_normalize: CUDA kernel got `images` on ",
                     a.out.device());
@@ -117,34 +121,11 @@ at::Tensor cmn_cuda_run(Samples images, const at::Tensor& anchors, const at::Ten
   return a.out;
 }
 
-at::Tensor crop_mirror_normalize_cuda(at::TensorList images, const at::Tensor& anchors,
-                                      const at::Tensor& mirror, const at::Tensor& mean,
-                                      const at::Tensor& inv_std, int64_t crop_h,
-                                      int64_t crop_w, at::ScalarType out_dtype, bool out_chw,
-                                      int64_t out_channels, double scale, double shift,
-                                      const at::Tensor& fill, bool in_chw) {
-  return cmn_cuda_run(Samples("crop_mirror_normalize", images), anchors, mirror, mean, inv_std,
-                      crop_h, crop_w, out_dtype, out_chw, out_channels, scale, shift, fill,
-                      in_chw);
-}
-
-at::Tensor crop_mirror_normalize_dense_in_cuda(const at::Tensor& images,
-                                               const at::Tensor& anchors,
-                                               const at::Tensor& mirror, const at::Tensor& mean,
-                                               const at::Tensor& inv_std, int64_t crop_h,
-                                               int64_t crop_w, at::ScalarType out_dtype,
-                                               bool out_chw, int64_t out_channels, double scale,
-                                               double shift, const at::Tensor& fill,
-                                               bool in_chw) {
-  return cmn_cuda_run(Samples("crop_mirror_normalize", images), anchors, mirror, mean, inv_std,
-                      crop_h, crop_w, out_dtype, out_chw, out_channels, scale, shift, fill,
-                      in_chw);
-}
-
 }  // namespace
 }  // namespace torchdali
 
 TORCH_LIBRARY_IMPL(torchdali, CUDA, m) {
-  m.impl("crop_mirror_normalize", &torchdali::crop_mirror_normalize_cuda);
-  m.impl("crop_mirror_normalize.dense_in", &torchdali::crop_mirror_normalize_dense_in_cuda);
+  m.impl("crop_mirror_normalize", &torchdali::crop_mirror_normalize_cuda<at::TensorList>);
+  m.impl("crop_mirror_normalize.dense_in",
+         &torchdali::crop_mirror_normalize_cuda<const at::Tensor&>);
 }

@@ -951,17 +951,11 @@ std::vector<at::Tensor> resize_cuda(at::TensorList images, at::IntArrayRef out_s
       .results;
 }
 
-at::Tensor resize_dense_cuda(at::TensorList images, at::IntArrayRef out_sizes,
-                             const at::Tensor& rois, const at::Tensor& interp, bool antialias,
-                             at::ScalarType out_dtype, bool chw) {
-  return resize_cuda_run(Samples("resize", images), out_sizes, rois, interp, antialias,
-                         out_dtype, chw, true)
-      .dense;
-}
-
-at::Tensor resize_dense_in_cuda(const at::Tensor& images, at::IntArrayRef out_sizes,
-                                const at::Tensor& rois, const at::Tensor& interp,
-                                bool antialias, at::ScalarType out_dtype, bool chw) {
+// resize.dense (`images` a list) and resize.dense_in (a dense batch): one [N, ...] output.
+template <typename Images>
+at::Tensor resize_dense_cuda(Images images, at::IntArrayRef out_sizes, const at::Tensor& rois,
+                             const at::Tensor& interp, bool antialias, at::ScalarType out_dtype,
+                             bool chw) {
   return resize_cuda_run(Samples("resize", images), out_sizes, rois, interp, antialias,
                          out_dtype, chw, true)
       .dense;
@@ -972,6 +966,6 @@ at::Tensor resize_dense_in_cuda(const at::Tensor& images, at::IntArrayRef out_si
 
 TORCH_LIBRARY_IMPL(torchdali, CUDA, m) {
   m.impl("resize", &torchdali::resize_cuda);
-  m.impl("resize.dense", &torchdali::resize_dense_cuda);
-  m.impl("resize.dense_in", &torchdali::resize_dense_in_cuda);
+  m.impl("resize.dense", &torchdali::resize_dense_cuda<at::TensorList>);
+  m.impl("resize.dense_in", &torchdali::resize_dense_cuda<const at::Tensor&>);
 }
