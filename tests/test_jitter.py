@@ -44,6 +44,18 @@ def test_offsets_stay_in_the_window(n_degree, device):
     assert moved > 0
 
 
+def test_large_batch_gathered_in_runs_stays_in_the_window():
+    # ~2.4 million components: more than one gather's run.
+    sizes = ((400, 401), (399, 400), (5, 7), (402, 398), (401, 403), (397, 399))
+    images = [np.arange(h * w * 3, dtype=np.int32).reshape(h, w, 3) for h, w in sizes]
+    got, _ = run_operator(torchdali, "jitter", images, nDegree=3)
+    for out, im, (h, w) in zip(got, images, sizes):
+        assert out.shape == im.shape
+        dy, dx = source_positions(out, h, w)
+        assert (np.abs(dy) <= 2).all() and (np.abs(dx) <= 2).all()
+        assert (dy != 0).mean() > 0.5 and (dx != 0).mean() > 0.5
+
+
 def test_mask_copies_and_seed_repeats():
     masks = [np.int32(k % 2) for k in range(len(IMAGES))]
     first, _ = run_operator(torchdali, "jitter", IMAGES, arg_inputs=dict(mask=masks), nDegree=3)

@@ -167,6 +167,14 @@ REL_STARTS = per_sample([(0.25, 0.15), (0.0, 0.0), (0.35, 0.05), (0.5, 0.45)], n
 REL_SHAPES = per_sample([(0.5, 0.3), (1.0, 1.0), (0.45, 0.55), (0.25, 0.5)], np.float32)
 OUT_STARTS = per_sample([(-3, 3), (0, -1), (2, 25), (10, -4)], np.int32)
 OUT_SHAPES = per_sample([(9, 7), (3, 2), (4, 9), (5, 5)], np.int32)
+# Odd extents and per-sample relative coordinates fed as argument inputs, many landing on
+# halves: 0.5 * 21, and 0.7f * 5, which is 3.5 in float32 but 3.4999999 in double.
+ODD = [RNG.integers(0, 256, (h, w, 2), dtype=np.uint8)
+       for h, w in ((15, 21), (9, 7), (33, 13), (5, 27), (11, 3))]
+ODD_STARTS = per_sample([(0.5, 0.1), (0.25, 0.5), (0.3, 0.5), (0.5, 0.7), (0.0, 0.5)], F32)
+ODD_SHAPES = per_sample([(0.25, 0.5), (0.25, 0.25), (0.5, 0.5), (0.25, 0.3), (1.0, 0.5)], F32)
+ODD_ENDS = per_sample([(0.75, 0.9), (0.5, 0.5), (0.9, 0.7), (0.5, 0.9), (0.5, 1.0)], F32)
+ODD_AXES = per_sample([(1, 0), (0, 1), (1, 0), (0, 1), (0, 1)], np.int32)
 POLICIES = ("pad", "constant", "trim_to_shape", "edge", "clamp", "reflect", "reflect_1001",
             "reflect_101", "wrap")
 
@@ -191,6 +199,14 @@ DALI_CASES = [
     ("rel_start_only", HWC, "HWC", (), {}, dict(rel_start=[0.5, 0.25])),
     ("arg_inputs_rel", HWC, "HWC", (), dict(rel_start=REL_STARTS, rel_shape=REL_SHAPES), {}),
     ("arg_inputs_abs", HWC, "HWC", (), dict(start=INT_WINDOWS, shape=INT_SHAPES), {}),
+    ("odd_arg_inputs_rel_shape", ODD, "HWC", (), dict(rel_start=ODD_STARTS, rel_shape=ODD_SHAPES), {}),
+    ("odd_arg_inputs_rel_end", ODD, "HWC", (), dict(rel_start=ODD_STARTS, rel_end=ODD_ENDS), {}),
+    ("odd_arg_inputs_rel_start_shape", ODD, "HWC", (), dict(rel_start=ODD_STARTS), dict(shape=[2, 1])),
+    ("odd_arg_inputs_float", [im.astype(F32) for im in ODD], "HWC", (),
+     dict(rel_start=ODD_STARTS, rel_shape=ODD_SHAPES), {}),
+    ("odd_arg_inputs_axes", ODD, "HWC", (), dict(axes=ODD_AXES, rel_start=ODD_STARTS, rel_shape=ODD_SHAPES),
+     {}),
+    ("odd_positional", ODD, "HWC", (ODD_STARTS, ODD_SHAPES), {}, {}),
     ("positional_normalized", HWC, "HWC", (REL_STARTS, REL_SHAPES), {}, {}),
     ("positional_absolute_float", HWC, "HWC",
      (per_sample([(1.5, 2.5), (0, 0), (0.5, 1.49), (2.5, 3.5)], F32),
@@ -290,6 +306,22 @@ def test_slice_bad_positional_inputs():
             start=[-1, 0], shape=[2, 1], out_of_bounds_policy="pad", fill_values=[1, 2])
 
 
+def test_slice_argument_input_errors_name_the_first_sample():
+    shapes = per_sample([(2, 2), (1, 1), (-1, 3), (-2, 1)], np.int32)
+    with pytest.raises(ValueError, match=r"sample 2: argument 'shape' = \[-1, 3\] must be >= 0") as info:
+        run(torchdali, "slice", HWC, arg_inputs=dict(start=INT_WINDOWS, shape=shapes))
+    assert info.value.sample == 2
+    shapes = per_sample([(2, 2), (1, 1), (1, 3), (9, 3)], np.int32)
+    with pytest.raises(ValueError, match=r"sample 3: the slice \(anchor \[5, 4, 0\], shape \[3, 9, 3\]\) is "
+                                         "outside the input of shape \\[12, 12, 3\\] on axis 1") as info:
+        run(torchdali, "slice", HWC, arg_inputs=dict(start=INT_WINDOWS, shape=shapes))
+    assert info.value.sample == 3
+    axes = per_sample([(0, 1), (1, 0), (0, 3), (0, 1)], np.int32)
+    with pytest.raises(ValueError, match=r"axes \[3\] out of range for samples of 3 dims") as info:
+        run(torchdali, "slice", HWC, arg_inputs=dict(axes=axes, start=INT_WINDOWS, shape=INT_SHAPES))
+    assert info.value.sample == 2
+
+
 # --- paste --------------------------------------------------------------------------------
 
 def numpy_paste(img, ratio, fill, px=0.5, py=0.5, least=0.0):
@@ -345,6 +377,18 @@ def test_paste_bad_arguments(kwargs, error, words):
         run(torchdali, "paste", HWC[:1], **kwargs)
     for w in words:
         assert w in str(info.value), f"{w!r} not in {info.value}"
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_paste_float_images_match_numpy(dtype):
+    images = [im.astype(dtype) * dtype(0.5) for im in HWC]
+    got, _ = run(torchdali, "paste", images, ratio=1.7, fill_value=[3, 200, 9], paste_x=0.2)
+    assert_batches_equal(got, [numpy_paste(im, 1.7, [3, 200, 9], px=0.2) for im in images])
+
+
+def test_paste_rejects_other_types_at_build():
+    with pytest.raises(TypeError, match="paste.*INT16 is not supported"):
+        run(torchdali, "paste", [im.astype(np.int16) for im in HWC], ratio=2.0, fill_value=[0])
 
 
 # --- GPU: the same results as the CPU -----------------------------------------------------

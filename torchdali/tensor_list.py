@@ -114,6 +114,26 @@ class TensorList:
         """Sample i as a torch tensor (a view; a dense batch is not split into all its samples)."""
         return self._dense[i] if self._dense is not None else self._samples[i]
 
+    def flat(self):
+        """The samples laid back to back in one 1D tensor and their shapes [N, ndim] (no copy
+        for a contiguous dense batch); a ValueError if the samples differ in ndim."""
+        shapes = self.sample_shapes()
+        if self._dense is not None:
+            return self._dense.reshape(-1), shapes
+        return torch.cat([s.reshape(-1) for s in self._samples]), shapes
+
+    @staticmethod
+    def from_flat(flat, shapes, layout="", device=None, source_info=None):
+        """A batch of the samples laid back to back in `flat` with shapes [N, ndim]: one dense
+        view when the shapes agree, else a view per sample (the inverse of `flat`)."""
+        shapes = np.asarray(shapes, np.int64).reshape(len(shapes), -1)
+        if len(shapes) and (shapes == shapes[0]).all():
+            samples = flat.view((len(shapes),) + tuple(shapes[0].tolist()))
+        else:
+            parts = flat.split(shapes.prod(axis=1).tolist())
+            samples = [part.view(shape) for part, shape in zip(parts, shapes.tolist())]
+        return TensorList.make(samples, layout, device=device, source_info=source_info)
+
     def _shape_summary(self):
         shapes = sorted({tuple(s.shape) for s in self._views()})
         return ", ".join(str(s) for s in shapes[:4]) + (" ..." if len(shapes) > 4 else "")

@@ -4,7 +4,7 @@ import torch
 from .. import schema, types
 from ..schema import DTYPE, Arg, register
 from ..tensor_list import TensorList
-from .base import Operator
+from .base import BatchSpec, Operator
 
 
 def convert_saturate(x, dtype):
@@ -28,10 +28,17 @@ def convert_saturate(x, dtype):
 class Cast(Operator):
     """Convert to `dtype`, rounding and saturating as DALI does."""
 
-    def run(self, inputs, args, ctx):
-        dtype = types.to_torch_type(args["dtype"])
+    def plan(self, inputs):
+        self.dtype = types.to_torch_type(self.spec.args["dtype"])
+        spec = inputs[0]
+        return [BatchSpec(spec.device, self.dtype, spec.ndim, spec.layout)], self.step
+
+    def step(self, inputs, args, ctx):
         batch = inputs[0]
-        if batch.is_dense_tensor() and len(batch):
-            return [TensorList.make(convert_saturate(batch.as_torch(), dtype), batch.layout(), device=batch.device)]
-        return [TensorList.make([convert_saturate(s, dtype) for s in batch.as_torch_list()],
-                                batch.layout(), device=batch.device)]
+        if not len(batch):
+            return [batch]
+        try:
+            flat, shapes = batch.flat()
+        except ValueError as e:  # samples of different ndim
+            raise self.error(str(e), ValueError) from None
+        return [TensorList.from_flat(convert_saturate(flat, self.dtype), shapes, batch.layout(), device=batch.device)]

@@ -10,7 +10,7 @@ from .base import RandomOperator
 from .crop import CROP_ARGS, Crop
 from .decoders import DECODER_ARGS, DECODER_DEPRECATED_ARGS, ImageDecoder
 from .resize import RandomResizedCrop, pair
-from .slicing import SLICE_ARGS, SliceWindows, apply_policy
+from .slicing import SLICE_ARGS, SliceWindows
 from .windows import crop_windows, fit_windows, random_crop_windows, whole_images
 
 # DALI's fused crop has no padding: a window outside the image is an error.
@@ -81,15 +81,10 @@ class ImageDecoderSlice(_DecodeThenCrop):
         super().__init__(spec)
         self.slices = SliceWindows(self)
 
-    def run(self, inputs, args, ctx):
+    def plan(self, inputs):
         self.slices.check_inputs(len(inputs))
-        return super().run(inputs, args, ctx)
+        return super().plan(inputs)
 
     def windows(self, kept, hw, inputs, args):
-        rows = []
-        for i, shape in zip(kept, hw.tolist()):  # fn.slice's per-sample rules (not a hot path)
-            anchor, size = [x.as_torch_list()[i] for x in inputs[1:]] or (None, None)
-            anchor, size = self.slices.window(i, args, shape, "HW", anchor, size)
-            (y, x), (h, w) = apply_policy(self, i, anchor, size, shape, "error")
-            rows.append((y, x, h, w))
-        return np.array(rows, np.int64)
+        anchor, size = self.slices.windows(args, hw, "HW", inputs[1:], rows=kept)
+        return np.concatenate([anchor, size], axis=1)

@@ -70,17 +70,23 @@ def image_batch(op, batch):
     chw = layout == "CHW"
     if not len(batch):
         return ImageBatch(batch, chw, np.zeros((0, 2), np.int64), np.zeros(0, np.int64), None)
-    try:
-        shapes = batch.sample_shapes()
-    except ValueError:  # samples of different ndim
-        shapes = np.zeros((len(batch), 0), np.int64)
-    if shapes.shape[1] != 3:
-        samples = batch.as_torch_list()
-        i = next(i for i, s in enumerate(samples) if s.dim() != 3)
-        raise op.error(f"sample {i} has shape {tuple(samples[i].shape)}; expected {layout} images ({_NOT_2D})",
-                       ValueError, sample=i)
+    shapes = image_shapes(op, batch, layout)
     dtype = batch.sample(0).dtype
     if dtype not in IMAGE_DTYPES:
         raise _dtype_error(op, dtype)
     return ImageBatch(batch, chw, shapes[:, 1:] if chw else shapes[:, :2], shapes[:, 0] if chw else shapes[:, 2],
                       dtype)
+
+
+def image_shapes(op, batch, layout="HWC"):
+    """The samples' shapes as an int64 array [N, 3]; an error naming the first sample that
+    is not a 2D image (of `layout`)."""
+    try:
+        shapes = batch.sample_shapes()
+    except ValueError:  # samples of different ndim
+        shapes = np.zeros((len(batch), 0), np.int64)
+    if shapes.shape[1] != 3:
+        i = next(i for i in range(len(batch)) if batch.sample(i).dim() != 3)
+        raise op.error(f"sample {i} has shape {tuple(batch.sample(i).shape)}; expected {layout} images "
+                       f"({_NOT_2D})", ValueError, sample=i)
+    return shapes

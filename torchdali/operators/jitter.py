@@ -1,13 +1,16 @@
 """`jitter`: DALI's random pixel displacement. Every component of every pixel is read from a
 position moved by a random integer offset in x and in y (each in [-(nDegree // 2),
 nDegree - nDegree // 2], as DALI's GPU operator draws them), clamped to the image. The
-offsets are drawn with a torch generator on the batch's device and applied with one
-gather per sample (torch.take): a copy torch already does at full bandwidth."""
+offsets are drawn with a torch generator on the batch's device for a whole run of samples
+at once, and applied with one gather (torch.take) over the batch's samples laid back to
+back: a copy torch already does at full bandwidth, dense or ragged alike."""
+import numpy as np
 import torch
 
 from ..schema import FLOAT, INT, INTERP_TYPE, Arg, register
 from ..tensor_list import TensorList
-from .base import Operator
+from .base import BatchSpec, Operator
+from .images import image_shapes
 
 
 @register("jitter", devices=("cpu", "gpu"), inputs=(1, 1), aliases=("Jitter",), args=[
@@ -52,38 +55,61 @@ class Jitter(Operator):
         self._generator.set_state(torch.tensor(self._pending_state, dtype=torch.uint8))
         self._pending_state = None
 
-    def run(self, inputs, args, ctx):
+    def plan(self, inputs):
+        spec = inputs[0]
+        if spec.layout not in (None, "", "HWC"):
+            raise self._layout_error(spec.layout)
+        if spec.ndim not in (None, 3):
+            raise self.error(f"input samples have {spec.ndim} dims; expected HWC images", ValueError)
+        return [BatchSpec(spec.device, spec.dtype, 3, "HWC")], self.step
+
+    def _layout_error(self, layout):
+        return self.error(f"input layout '{layout}' is not supported; give HWC images", ValueError)
+
+    def step(self, inputs, args, ctx):
         batch = inputs[0]
         if batch.layout() not in ("", "HWC"):
-            raise self.error(f"input layout '{batch.layout()}' is not supported; give HWC images",
-                             ValueError)
-        images = batch.as_torch_list()
-        for i, im in enumerate(images):
-            if im.dim() != 3:
-                raise self.error(f"sample {i} has shape {tuple(im.shape)}; expected HWC images",
-                                 ValueError)
-        n_degree = args["nDegree"]
-        lo = -(n_degree // 2)
-        # A dense batch is written into one dense output (no stacking copy).
-        dense = batch.as_torch() if batch.is_dense_tensor() and images else None
-        outs = torch.empty_like(dense) if dense is not None else [torch.empty_like(im) for im in images]
-        for i, im in enumerate(images):
-            if int(args.sample("mask", i)):
-                self._displace(im, lo, lo + n_degree, outs[i])
-            else:
-                outs[i].copy_(im)
-        return [TensorList.make(outs, "HWC", device=batch.device)]
+            raise self._layout_error(batch.layout())
+        if not len(batch):
+            return [batch]
+        image_shapes(self, batch)  # HWC images, or an error naming the sample
+        flat, shapes = batch.flat()
+        mask = np.broadcast_to(np.asarray(args.batch("mask")) != 0, (len(batch),))
+        out = self._displace(flat, shapes, mask, args["nDegree"])
+        return [TensorList.from_flat(out, shapes, "HWC", device=batch.device)]
 
-    def _displace(self, im, lo, hi, out):
-        """Write im (H, W, C) sampled at per-component offsets in [lo, hi], clamped to the
-        image, into `out`."""
-        h, w, c = im.shape
-        if im.numel() == 0:
-            return
-        gen = self._gen(im.device)
-        dy = torch.randint(lo, hi + 1, (h, w, c), generator=gen, device=im.device)
-        dx = torch.randint(lo, hi + 1, (h, w, c), generator=gen, device=im.device)
-        ys = (torch.arange(h, device=im.device).view(h, 1, 1) + dy).clamp_(0, h - 1)
-        xs = (torch.arange(w, device=im.device).view(1, w, 1) + dx).clamp_(0, w - 1)
-        index = (ys * w + xs) * c + torch.arange(c, device=im.device)
-        torch.take(im.contiguous(), index, out=out)
+    # Components gathered per torch.take: bounds the index arrays' memory (~10 int64 arrays).
+    _RUN = 1 << 20
+
+    def _displace(self, flat, shapes, mask, n_degree):
+        """The samples laid back to back in `flat` (HWC, sizes `shapes`), each component read
+        at offsets in [lo, lo + n_degree] in y and x (none where `mask` is off), clamped to
+        its own image: one gather for each run of whole samples."""
+        out = torch.empty_like(flat)
+        device, gen = flat.device, self._gen(flat.device)
+        lo = -(n_degree // 2)
+        sizes = shapes.prod(axis=1)
+        starts = np.concatenate([[0], np.cumsum(sizes)])
+        first = 0
+        while first < len(sizes):
+            last = max(first + 1, int(np.searchsorted(starts, starts[first] + self._RUN, "right")) - 1)
+            begin, end = int(starts[first]), int(starts[last])
+            rows = slice(first, last)
+
+            def per_component(values):  # a per-sample value repeated over its components
+                return torch.from_numpy(np.repeat(values[rows], sizes[rows])).to(device)
+
+            if end == begin:  # empty images only
+                first = last
+                continue
+            h, w, c = (per_component(shapes[:, k]) for k in range(3))
+            origin = per_component(starts[:-1])
+            local = torch.arange(begin, end, device=device) - origin
+            moves = per_component(mask.astype(np.int64))
+            dy, dx = (torch.randint(lo, lo + n_degree + 1, (end - begin,), generator=gen, device=device) * moves
+                      for _ in range(2))
+            y = torch.minimum((local // (w * c) + dy).clamp_(min=0), h - 1)
+            x = torch.minimum((local // c % w + dx).clamp_(min=0), w - 1)
+            torch.take(flat, origin + (y * w + x) * c + local % c, out=out[begin:end])
+            first = last
+        return out

@@ -1,19 +1,32 @@
 """fn.paste: each HWC image on a larger canvas of a fill colour, with DALI's float32 canvas
-size and truncated paste position. A fill and a strided copy per sample in torch (one
-dense batch when the canvases agree), on the CPU as on the GPU."""
+size and truncated paste position. The canvases are crop windows that reach outside the
+images, so one `torchdali::crop_mirror_normalize` call per canvas size (one for the batch
+when the canvases agree) fills and copies, on the CPU as on the GPU."""
 import numpy as np
-import torch
 
 from ..schema import FLOAT, INT, INTS, REQUIRED, Arg, register
-from ..tensor_list import TensorList
-from .base import Operator
-from .crop import cast_fill
+from .base import BatchSpec, Operator
+from .crop import crop_normalize, output_fill
+from .images import image_batch, plan_images
 
 _F32 = np.float32
 
 
 def _unit(v):
     return None if 0.0 <= v <= 1.0 else "must be in [0, 1]"
+
+
+def paste_windows(hw, ratio, least, paste_y, paste_x):
+    """Canvas windows [N, 4] (y, x, h, w) in image coordinates for images of sizes `hw`
+    ([N, 2]): the canvas `ratio` times the image (at least `least`), the image at
+    (paste_y, paste_x) on it, all in float32 and truncated as DALI computes them."""
+    h, w = hw[:, 0], hw[:, 1]
+    ratio, least = np.asarray(ratio, _F32), np.asarray(least, _F32).astype(np.int64)
+    ch = np.maximum((ratio * h.astype(_F32)).astype(np.int64), least)
+    cw = np.maximum((ratio * w.astype(_F32)).astype(np.int64), least)
+    y = (np.asarray(paste_y, _F32) * (ch - h).astype(_F32)).astype(np.int64)
+    x = (np.asarray(paste_x, _F32) * (cw - w).astype(_F32)).astype(np.int64)
+    return np.stack(np.broadcast_arrays(-y, -x, ch, cw), axis=1)
 
 
 @register("paste", devices=("cpu", "gpu"), inputs=(1, 1), args=[
@@ -32,48 +45,38 @@ def _unit(v):
 class Paste(Operator):
     """Paste HWC images onto canvases `ratio` times larger (at least min_canvas_size),
     at (paste_y, paste_x), the rest filled with fill_value. DALI supports uint8 only;
-    here any type works (fill_value cast as DALI casts)."""
+    here float16 and float32 images work too (fill_value cast as DALI casts)."""
 
-    def _fill(self, c, dtype, device):
+    def plan(self, inputs):
+        spec = inputs[0]
+        if spec.layout not in (None, "", "HWC"):
+            raise self._layout_error(spec.layout)
+        plan_images(self, spec)
         fill, n_channels = self.spec.args["fill_value"], self.spec.args["n_channels"]
         if len(fill) not in (1, n_channels):
             raise self.error(f"fill_value has {len(fill)} values; give 1 or n_channels={n_channels}",
                              ValueError)
-        if len(fill) > 1 and c != n_channels:
-            raise self.error(f"the images have {c} channels but n_channels={n_channels}", ValueError)
-        return torch.tensor([cast_fill(v, dtype) for v in fill], dtype=dtype, device=device)
+        return [BatchSpec(spec.device, spec.dtype, 3, "HWC")], self.step
 
-    def sample_plan(self, i, h, w, args):
-        """(canvas_h, canvas_w, y, x) of sample i, as DALI computes them in float32."""
-        ratio, least = _F32(args.sample("ratio", i)), int(_F32(args.sample("min_canvas_size", i)))
-        ch, cw = max(int(ratio * _F32(h)), least), max(int(ratio * _F32(w)), least)
-        y = int(_F32(args.sample("paste_y", i)) * _F32(ch - h))
-        x = int(_F32(args.sample("paste_x", i)) * _F32(cw - w))
-        return ch, cw, y, x
+    def _layout_error(self, layout):
+        return self.error(f"input layout '{layout}' is not supported; give HWC images", ValueError)
 
-    def run(self, inputs, args, ctx):
+    def step(self, inputs, args, ctx):
         batch = inputs[0]
-        images = batch.as_torch_list()
-        if not images:
+        if not len(batch):
             return [batch]
         if batch.layout() not in ("", "HWC"):
-            raise self.error(f"input layout '{batch.layout()}' is not supported; give HWC images", ValueError)
-        plans = []
-        for i, im in enumerate(images):
-            if im.dim() != 3 or im.dtype != images[0].dtype or im.shape[2] != images[0].shape[2]:
-                raise self.error(f"sample {i} ({tuple(im.shape)}, {im.dtype}): expected HWC images of "
-                                 f"one type and number of channels", ValueError)
-            plans.append(self.sample_plan(i, im.shape[0], im.shape[1], args))
-        c = images[0].shape[2]
-        fill = self._fill(c, images[0].dtype, images[0].device)
-        shapes = {p[:2] for p in plans}
-        if len(shapes) == 1:
-            outs = images[0].new_empty((len(images),) + shapes.pop() + (c,))
-            outs.copy_(fill.expand_as(outs))
-        else:
-            outs = [im.new_empty(p[:2] + (c,)) for im, p in zip(images, plans)]
-            for o in outs:
-                o.copy_(fill.expand_as(o))
-        for o, im, (_, _, y, x) in zip(outs, images, plans):
-            o[y:y + im.shape[0], x:x + im.shape[1]] = im
-        return [TensorList.make(outs, "HWC", device=batch.device)]
+            raise self._layout_error(batch.layout())
+        images = image_batch(self, batch)
+        fill, n_channels = args["fill_value"], args["n_channels"]
+        channels = images.channels
+        if (channels != channels[0]).any():
+            i = int(np.argmax(channels != channels[0]))
+            raise self.error(f"sample {i} has {channels[i]} channels, sample 0 has {channels[0]}; give "
+                             "images of one number of channels", ValueError, sample=i)
+        if len(fill) > 1 and channels[0] != n_channels:
+            raise self.error(f"the images have {channels[0]} channels but n_channels={n_channels}", ValueError)
+        windows = paste_windows(images.hw, args.batch("ratio"), args.batch("min_canvas_size"),
+                                args.batch("paste_y"), args.batch("paste_x"))
+        return [crop_normalize(images, windows, out_dtype=images.dtype, out_chw=False,
+                               fill=output_fill(images.dtype, fill), device=batch.device)]

@@ -47,39 +47,47 @@ class ToGpu(Operator):
 
     def step(self, inputs, args, ctx):
         batch = inputs[0]
-        out = _upload(batch, ctx.cuda_device) if len(batch) else []
-        return [TensorList.make(out, batch.layout(), device="gpu", source_info=batch.source_info)]
+        if not len(batch):
+            return [TensorList.make([], batch.layout(), device="gpu")]
+        return [_upload(batch, ctx.cuda_device)]
 
 
 def _upload(batch, device):
-    """The batch's samples on `device`: one dense tensor, or views of one flat buffer."""
+    """The batch on `device`: one dense tensor, or views of one flat buffer."""
     from ..kernels.pack import pack  # loads the extension on first use
 
+    same = dict(layout=batch.layout(), device="gpu", source_info=batch.source_info)
     dense = batch.dense_tensor()
     if dense is not None:
-        return (dense if dense.is_pinned() else dense.pin_memory()).to(device, non_blocking=True)
+        return TensorList.make((dense if dense.is_pinned() else dense.pin_memory()).to(device, non_blocking=True),
+                               **same)
     samples = batch.as_torch_list()
     try:
         staged, shapes = pack(samples, pin_memory=True)
     except (ValueError, TypeError):  # samples of different ndim or dtype: one copy each
-        return [s.pin_memory().to(device, non_blocking=True) for s in samples]
-    flat = staged.to(device, non_blocking=True)
-    shapes = shapes.numpy()
-    if (shapes == shapes[0]).all():
-        return flat.view((len(samples),) + tuple(shapes[0].tolist()))
-    return [part.view(shape) for part, shape in zip(flat.split(shapes.prod(axis=1).tolist()), shapes.tolist())]
+        return TensorList.make([s.pin_memory().to(device, non_blocking=True) for s in samples], **same)
+    return TensorList.from_flat(staged.to(device, non_blocking=True), shapes.numpy(), **same)
 
 
 @register("_shapes", devices=("cpu", "gpu"), inputs=(1, 1), internal=True,
           args=[Arg("dtype", DTYPE, None, "Type of the shape values (default INT64).")])
 class Shapes(Operator):
-    """The shape of each sample as a 1D tensor."""
+    """The shape of each sample as a 1D tensor: one [N, ndim] batch (the samples' ndim
+    may differ only in a batch given as a list, which gets one tensor each)."""
 
-    def run(self, inputs, args, ctx):
-        dtype = torch.int64 if args["dtype"] is None else _torch_type(args["dtype"])
-        shapes = [torch.tensor(list(s.shape), dtype=dtype) for s in inputs[0].as_torch_list()]
-        if self.spec.device == "gpu":
-            shapes = [s.to(ctx.cuda_device) for s in shapes]
+    def plan(self, inputs):
+        self.dtype = torch.int64 if self.spec.args["dtype"] is None else _torch_type(self.spec.args["dtype"])
+        return [BatchSpec(self.spec.device, self.dtype, 1, "")], self.step
+
+    def step(self, inputs, args, ctx):
+        batch = inputs[0]
+        device = ctx.cuda_device if self.spec.device == "gpu" else None
+        try:
+            shapes = torch.from_numpy(np.ascontiguousarray(batch.sample_shapes())).to(self.dtype)
+            if device is not None:
+                shapes = shapes.to(device)
+        except ValueError:  # samples of different ndim
+            shapes = [torch.tensor(list(s.shape), dtype=self.dtype, device=device) for s in batch.as_torch_list()]
         return [TensorList.make(shapes, device=self.spec.device)]
 
 

@@ -10,9 +10,10 @@ import torch
 
 from .. import types
 from ..schema import BOOL, DTYPE, FLOATS, INTS, LAYOUT, STR, Arg, register
-from ..tensor_list import TensorList
-from .base import Operator
-from .crop import cast_fill
+from ..tensor_list import TensorList, to_torch_samples
+from .base import BatchSpec, Operator
+from .crop import cast_fill, crop_normalize, output_fill
+from .images import image_batch
 from .windows import round_half_away
 
 _F32 = np.float32
@@ -41,8 +42,8 @@ SLICE_ARGS = [
 
 
 class SliceWindows:
-    """Per-sample slice windows from an operator's slice arguments or positional anchor and
-    shape inputs, as DALI's NamedSliceAttr / PositionalSliceAttr compute them."""
+    """The slice windows of a whole batch from an operator's slice arguments or positional
+    anchor and shape inputs, as DALI's NamedSliceAttr / PositionalSliceAttr compute them."""
 
     def __init__(self, op):
         spec = op.spec
@@ -72,120 +73,184 @@ class SliceWindows:
                                 f"or rel_shape) or as anchor and shape inputs; got {num_inputs - 1} of "
                                 "the positional inputs", ValueError)
 
-    def axes(self, i, args, ndim, layout):
-        """The dimensions sample i's slice coordinates refer to, in their order."""
-        op = self.op
+    def windows(self, args, shapes, layout, positional=(), policy="error", rows=None):
+        """Anchors and shapes ([N, ndim] int64) of the slices of inputs of `shapes` ([N, ndim]),
+        after the out-of-bounds `policy`: from the slice arguments, or from `positional`, the
+        anchor and shape input batches. `rows` are the samples' indices in the batch (default
+        0..N-1): they pick the per-sample values and are the samples named in errors."""
+        n, ndim = shapes.shape
+        rows = np.arange(n) if rows is None else np.asarray(rows, np.int64)
+        lo, hi = np.zeros((n, ndim)), shapes.astype(np.float64)
+        negative = np.zeros(n, bool)  # samples whose shape / rel_shape argument is below 0 (or NaN)
+        given = [self._read(x, name) for x, name in zip(positional, ("anchor", "shape"))]
+        for pos, axes in self._axis_groups(args, rows, ndim, layout):
+            cells = np.ix_(pos, axes)
+            if self.named:
+                lo[cells], hi[cells], negative[pos] = self._named(args, rows[pos], shapes[cells])
+            else:
+                lo[cells], hi[cells] = self._positional(given, rows[pos], shapes[cells])
+        self._check(args, rows, lo, hi, negative)
+        anchor = round_half_away(lo)
+        return apply_policy(self.op, anchor, round_half_away(hi) - anchor, shapes, policy, rows)
+
+    def _axis_groups(self, args, rows, ndim, layout):
+        """(positions, axes) pairs: the samples (positions in `rows`) whose coordinates refer
+        to the dims `axes`. One group unless `axes` is an argument input that differs between
+        samples; groups come in the order of their first sample, so errors name the first."""
+        everyone = np.arange(len(rows))
         if self.names is not None:
             layout = layout or _DEFAULT_LAYOUTS.get(ndim, "")
             missing = [c for c in self.names if c not in layout]
             if missing:
-                raise op.error(f"axis_names '{self.names}': {missing} not in the layout '{layout}'", ValueError)
-            axes = [layout.index(c) for c in self.names]
+                raise self.op.error(f"axis_names '{self.names}': {missing} not in the layout '{layout}'",
+                                    ValueError)
+            return [(everyone, self._axes([layout.index(c) for c in self.names], ndim, rows[0]))]
+        axes = args.batch("axes")
+        if not args.is_per_sample("axes"):
+            return [(everyone, self._axes(list(axes), ndim, rows[0]))]
+        if isinstance(axes, list):  # ragged: the samples give different numbers of axes
+            groups = {}
+            for p, i in enumerate(rows):
+                groups.setdefault(tuple(axes[i].tolist()), []).append(p)
+            groups = [(np.array(pos), list(key)) for key, pos in groups.items()]
         else:
-            axes = list(args.sample("axes", i))
-            bad = [a for a in axes if not -ndim <= a < ndim]
-            if bad:
-                raise op.error(f"axes {bad} out of range for samples of {ndim} dims", ValueError)
-            axes = [a % ndim for a in axes]
+            keys, first, inverse = np.unique(axes[rows], axis=0, return_index=True, return_inverse=True)
+            groups = [(np.flatnonzero(inverse.reshape(-1) == g), keys[g].tolist()) for g in np.argsort(first)]
+        return [(pos, self._axes(key, ndim, rows[pos[0]])) for pos, key in groups]
+
+    def _axes(self, axes, ndim, sample):
+        """`axes` checked and counted from the front; none: all dims."""
+        bad = [a for a in axes if not -ndim <= a < ndim]
+        if bad:
+            raise self.op.error(f"axes {bad} out of range for samples of {ndim} dims", ValueError, sample=sample)
+        axes = [a % ndim for a in axes]
         if len(set(axes)) != len(axes):
-            raise op.error(f"sample {i}: the slice axes {axes} repeat a dimension", ValueError)
+            raise self.op.error(f"sample {sample}: the slice axes {axes} repeat a dimension", ValueError,
+                                sample=sample)
         return axes or list(range(ndim))
 
-    def window(self, i, args, in_shape, layout, anchor=None, shape=None):
-        """(anchor, shape) over all dims of sample i; `anchor`/`shape` are its positional input
-        tensors (CPU) when the slice is given that way."""
-        ndim = len(in_shape)
-        axes = self.axes(i, args, ndim, layout)
-        if self.named:
-            pairs = self._named(i, args, axes, in_shape)
+    def _take(self, values, rows, count, what, dtype):
+        """Rows `rows` of per-sample values (one row for all, an [N, k] array, or a list of 1D
+        arrays of different lengths) as an [len(rows), count] array of `dtype`; an error names
+        the first sample that does not give `count` values."""
+        if isinstance(values, list):
+            values = [values[i] for i in rows]
+            lengths = np.array([len(v) for v in values])
         else:
-            pairs = self._positional(i, anchor, shape, axes, in_shape)
-        out_anchor, out_shape = [0] * ndim, list(in_shape)
-        for d, (lo, hi) in zip(axes, pairs):
-            for what, v in (("anchor", lo), ("end", hi)):
-                if not -2.0 ** 63 <= v <= 2.0 ** 63:
-                    raise self.op.error(f"sample {i}: the slice {what} {v} on axis {d} is not a valid "
-                                        "coordinate", ValueError)
-            if hi < lo:
-                raise self.op.error(f"sample {i}: the slice ends before it starts on axis {d} "
-                                    f"(start {lo}, end {hi})", ValueError)
-            out_anchor[d] = round_half_away(lo)
-            out_shape[d] = round_half_away(hi) - out_anchor[d]
-        return out_anchor, out_shape
+            values = values[rows] if len(values) > 1 else values
+            lengths = np.full(len(rows), values.shape[1])
+        wrong = lengths != count
+        if wrong.any():
+            p = int(np.argmax(wrong))
+            raise self.op.error(f"sample {rows[p]}: {what} has {lengths[p]} values for {count} slice axes",
+                                ValueError, sample=int(rows[p]))
+        return np.broadcast_to(np.asarray(values, dtype), (len(rows), count))
 
-    def _values(self, i, args, name, count):
+    def _arg(self, args, name, rows, count):
+        """Slice argument `name` for samples `rows` ([r, count]; float32 for the relative
+        ones, as DALI keeps them), or None when not given."""
         if name not in self.named:
             return None
-        v = list(args.sample(name, i))
-        if len(v) != count:
-            raise self.op.error(f"sample {i}: argument '{name}' has {len(v)} values for {count} slice "
-                                "axes", ValueError)
-        return [_F32(x) for x in v] if name.startswith("rel_") else [float(x) for x in v]
+        values = args.batch(name)
+        if not args.is_per_sample(name):
+            values = np.asarray(values).reshape(1, -1)
+        dtype = _F32 if name.startswith("rel_") else np.float64
+        return self._take(values, rows, count, f"argument '{name}'", dtype)
 
-    def _named(self, i, args, axes, in_shape):
-        n = len(axes)
-        start, rel_start = self._values(i, args, "start", n), self._values(i, args, "rel_start", n)
-        end, rel_end = self._values(i, args, "end", n), self._values(i, args, "rel_end", n)
-        shape, rel_shape = self._values(i, args, "shape", n), self._values(i, args, "rel_shape", n)
-        pairs = []
-        for k, d in enumerate(axes):
-            # DALI multiplies relative coordinates by the extent in float32, except for the
-            # sum rel_start + rel_shape, which it takes in double.
-            extent = _F32(in_shape[d])
-            lo = start[k] if start else float(rel_start[k] * extent) if rel_start else 0.0
-            for name, v in (("shape", shape), ("rel_shape", rel_shape)):
-                if v and not v[k] >= 0:  # NaN too
-                    raise self.op.error(f"sample {i}: argument '{name}' = {v} must be >= 0", ValueError)
-            if end:
-                hi = end[k]
-            elif rel_end:
-                hi = float(rel_end[k] * extent)
-            elif shape:
-                hi = lo + shape[k]
-            elif rel_shape and rel_start:
-                hi = (float(rel_start[k]) + float(rel_shape[k])) * in_shape[d]
-            elif rel_shape:
-                hi = lo + float(rel_shape[k] * extent)
-            else:
-                hi = float(in_shape[d])
-            pairs.append((lo, hi))
-        return pairs
+    def _named(self, args, rows, ext):
+        """(lo, hi, negative) for samples `rows` whose slice axes have extents `ext` ([r, k]):
+        float64 coordinates, and which samples give a negative (or NaN) shape or rel_shape."""
+        start, rel_start, end, rel_end, shape, rel_shape = (self._arg(args, name, rows, ext.shape[1])
+                                                             for name in _NAMED)
+        # DALI multiplies relative coordinates by the extent in float32, except for the sum
+        # rel_start + rel_shape, which it takes in double.
+        extent = ext.astype(_F32)
+        lo = start if start is not None else np.zeros(ext.shape) if rel_start is None else \
+            (rel_start * extent).astype(np.float64)
+        if end is not None:
+            hi = end
+        elif rel_end is not None:
+            hi = (rel_end * extent).astype(np.float64)
+        elif shape is not None:
+            hi = lo + shape
+        elif rel_shape is not None and rel_start is not None:
+            hi = (rel_start.astype(np.float64) + rel_shape) * ext
+        elif rel_shape is not None:
+            hi = lo + rel_shape * extent
+        else:
+            hi = ext.astype(np.float64)
+        size = shape if shape is not None else rel_shape
+        return lo, hi, np.zeros(len(rows), bool) if size is None else ~(size >= 0).all(axis=1)
 
-    def _positional(self, i, anchor, shape, axes, in_shape):
-        vals = []
-        for name, t, normalized in (("anchor", anchor, self.normalized[0]), ("shape", shape, self.normalized[1])):
-            t = t.cpu().reshape(-1)
-            if t.dtype == torch.bool or t.is_complex():
-                raise self.op.error(f"sample {i}: the {name} input must be float or integer, got {t.dtype}",
-                                    TypeError)
-            if t.numel() != len(axes):
-                raise self.op.error(f"sample {i}: the {name} input has {t.numel()} values for {len(axes)} "
-                                    "slice axes", ValueError)
-            vals.append((t.double().tolist(), normalized and t.dtype.is_floating_point))
-        (a, norm_a), (s, norm_s) = vals
-        pairs = []
-        for k, d in enumerate(axes):
-            extent = in_shape[d]
-            if norm_a and norm_s:  # DALI multiplies once, after the sum
-                pairs.append((a[k] * extent, (a[k] + s[k]) * extent))
-                continue
-            lo = a[k] * extent if norm_a else a[k]
-            pairs.append((lo, lo + (s[k] * extent if norm_s else s[k])))
-        return pairs
+    def _read(self, batch, name):
+        """A positional input's batch, read once: float64 rows (an [N, k] array, or a list
+        of 1D arrays when the samples' sizes differ) and which samples are floating point."""
+        dense = batch.dense_tensor()
+        samples = batch.as_torch_list() if dense is None else None
+        dtypes = [dense.dtype] if dense is not None else [t.dtype for t in samples]
+        bad = [i for i, d in enumerate(dtypes) if d == torch.bool or d.is_complex]
+        if bad:
+            raise self.op.error(f"sample {bad[0]}: the {name} input must be float or integer, got "
+                                f"{dtypes[bad[0]]}", TypeError, sample=bad[0])
+        if dense is not None:
+            return dense.cpu().reshape(len(dense), -1).double().numpy(), \
+                np.full(len(dense), dense.dtype.is_floating_point)
+        values = [t.cpu().reshape(-1).double().numpy() for t in samples]
+        if len({len(v) for v in values}) == 1:
+            values = np.stack(values)
+        return values, np.array([d.is_floating_point for d in dtypes])
+
+    def _positional(self, given, rows, ext):
+        """(lo, hi) from the anchor and shape inputs for samples `rows` over extents `ext`."""
+        k = ext.shape[1]
+        (a, norm_a), (s, norm_s) = (
+            (self._take(values, rows, k, f"the {name} input", np.float64), floating[rows][:, None] & normalized)
+            for (values, floating), name, normalized in zip(given, ("anchor", "shape"), self.normalized))
+        ext = ext.astype(np.float64)
+        lo = np.where(norm_a, a * ext, a)
+        # Normalized anchor and shape: DALI multiplies once, after the sum.
+        return lo, np.where(norm_a & norm_s, (a + s) * ext, lo + np.where(norm_s, s * ext, s))
+
+    def _check(self, args, rows, lo, hi, negative):
+        """An error for the first sample with a negative shape argument, a coordinate that is
+        no int64, or a window that ends before it starts."""
+        bad_lo = ~((lo >= -2.0 ** 63) & (lo < 2.0 ** 63))  # NaN too
+        bad_hi = ~((hi >= -2.0 ** 63) & (hi < 2.0 ** 63))
+        per_axis = bad_lo | bad_hi | (hi < lo)
+        bad = negative | per_axis.any(axis=1)
+        if not bad.any():
+            return
+        p = int(np.argmax(bad))
+        i = int(rows[p])
+        if negative[p]:
+            name = "shape" if "shape" in self.named else "rel_shape"
+            raise self.op.error(f"sample {i}: argument '{name}' = {args.sample(name, i)} must be >= 0", ValueError,
+                                sample=i)
+        d = int(np.argmax(per_axis[p]))
+        if bad_lo[p, d] or bad_hi[p, d]:
+            what, v = ("anchor", lo[p, d]) if bad_lo[p, d] else ("end", hi[p, d])
+            raise self.op.error(f"sample {i}: the slice {what} {v} on axis {d} is not a valid coordinate",
+                                ValueError, sample=i)
+        raise self.op.error(f"sample {i}: the slice ends before it starts on axis {d} (start {lo[p, d]}, "
+                            f"end {hi[p, d]})", ValueError, sample=i)
 
 
-def apply_policy(op, i, anchor, shape, in_shape, policy):
-    """The window after the out-of-bounds policy ('error' raises for a window outside)."""
+def apply_policy(op, anchor, shape, in_shape, policy, rows):
+    """Windows ([N, ndim] anchors and shapes) over inputs of shapes `in_shape` after the
+    out-of-bounds policy: 'error' names the first sample (its index in `rows`) whose window
+    leaves its input, 'trim_to_shape' clips the windows to the inputs."""
     if policy == "error":
-        for d, (a, s, n) in enumerate(zip(anchor, shape, in_shape)):
-            if a < 0 or a + s > n:
-                raise op.error(f"sample {i}: the slice (anchor {anchor}, shape {shape}) is outside the "
-                               f"input of shape {list(in_shape)} on axis {d}; use out_of_bounds_policy="
-                               "'pad' or 'trim_to_shape'", ValueError)
+        outside = (anchor < 0) | (anchor + shape > in_shape)
+        if outside.any():
+            p, d = (int(x) for x in np.argwhere(outside)[0])
+            i = int(rows[p])
+            raise op.error(f"sample {i}: the slice (anchor {anchor[p].tolist()}, shape {shape[p].tolist()}) is "
+                           f"outside the input of shape {in_shape[p].tolist()} on axis {d}; use "
+                           "out_of_bounds_policy='pad' or 'trim_to_shape'", ValueError, sample=i)
     elif policy == "trim_to_shape":
-        ends = [min(max(a + s, 0), n) for a, s, n in zip(anchor, shape, in_shape)]
-        anchor = [min(max(a, 0), n) for a, n in zip(anchor, in_shape)]
-        shape = [max(e - a, 0) for a, e in zip(anchor, ends)]
+        ends = np.clip(anchor + shape, 0, in_shape)
+        anchor = np.clip(anchor, 0, in_shape)
+        shape = np.maximum(ends - anchor, 0)
     return anchor, shape
 
 
@@ -214,18 +279,21 @@ def _convert(t, dtype):
     return t.to(dtype)
 
 
-def fill_tensor(op, fill, dtype, out_shape, channel_dim, device):
-    """The fill values in `dtype`, shaped to broadcast over an output of `out_shape`."""
+def fill_tensor(op, fill, dtype, shapes, channel_dim, device):
+    """The fill values in `dtype`, shaped to broadcast over each output sample (their shapes:
+    `shapes`, [N, ndim]); several values need a channel dim with as many channels."""
     values = [cast_fill(v, dtype) for v in fill]
     if len(values) == 1:
         return torch.tensor(values[0], dtype=dtype, device=device)
     if channel_dim is None:
         raise op.error(f"fill_values has {len(values)} values but the layout has no channel axis 'C'; "
                        "give one value", ValueError)
-    if len(values) != out_shape[channel_dim]:
-        raise op.error(f"fill_values has {len(values)} values for {out_shape[channel_dim]} output "
-                       "channels", ValueError)
-    view = [1] * len(out_shape)
+    wrong = shapes[:, channel_dim] != len(values)
+    if wrong.any():
+        i = int(np.argmax(wrong))
+        raise op.error(f"fill_values has {len(values)} values for {shapes[i, channel_dim]} output "
+                       "channels", ValueError, sample=i)
+    view = [1] * shapes.shape[1]
     view[channel_dim] = -1
     return torch.tensor(values, dtype=dtype, device=device).view(view)
 
@@ -270,77 +338,78 @@ class Slice(Operator):
     def __init__(self, spec):
         super().__init__(spec)
         self.windows = SliceWindows(self)
+        dtype = spec.args["dtype"]
+        self.out_dtype = None if dtype is None else types.to_torch_type(dtype)
 
-    def run(self, inputs, args, ctx):
+    def plan(self, inputs):
+        """The slice's inputs and the layout, as far as known; the output keeps the input's
+        device, rank and layout."""
         self.windows.check_inputs(len(inputs))
-        batch = inputs[0]
-        images = batch.as_torch_list()
-        if not images:
-            return [batch]
-        ndim, layout = images[0].dim(), batch.layout()
+        data = inputs[0]
+        if data.layout and data.ndim is not None:
+            self._check_layout(data.layout, data.ndim)
+        return [BatchSpec(data.device, self.out_dtype or data.dtype, data.ndim, data.layout)], self.step
+
+    def _check_layout(self, layout, ndim):
         if layout and len(layout) != ndim:
             raise self.error(f"layout '{layout}' does not match samples of {ndim} dims", ValueError)
-        plans = self._plans(images, inputs[1:], layout, args)
-        dtype = images[0].dtype if args["dtype"] is None else types.to_torch_type(args["dtype"])
+
+    def step(self, inputs, args, ctx):
+        batch = inputs[0]
+        if len(batch) == 0:
+            return [batch]
+        in_shapes, in_dtype = self._shapes(batch)
+        ndim, layout = in_shapes.shape[1], batch.layout()
+        self._check_layout(layout, ndim)
         policy = args["out_of_bounds_policy"]
-        fill = args["fill_values"] if policy in _PAD else None
+        anchor, shape = self.windows.windows(args, in_shapes, layout, inputs[1:], policy)
+        if policy in _INDEXED:
+            empty = ((shape > 0) & (in_shapes == 0)).any(axis=1)
+            if empty.any():
+                i = int(np.argmax(empty))
+                raise self.error(f"sample {i}: an empty input ({tuple(in_shapes[i].tolist())}) cannot be "
+                                 f"sliced with out_of_bounds_policy='{policy}'", ValueError, sample=i)
+        dtype = self.out_dtype or in_dtype
         full_layout = layout or _DEFAULT_LAYOUTS.get(ndim, "")
-        if full_layout == "HWC" and images[0].dtype == torch.uint8 and policy not in _INDEXED and \
-                all(a[2] == 0 and s[2] == im.shape[2] and s[0] and s[1] for (a, s), im in zip(plans, images)):
-            out = self._hwc_kernel(images, plans, dtype, fill)
+        channel_dim = full_layout.find("C")
+        fill = None if policy not in _PAD else fill_tensor(self, args["fill_values"], dtype, shape,
+                                                           None if channel_dim < 0 else channel_dim,
+                                                           batch.sample(0).device)
+        if full_layout == "HWC" and in_dtype == torch.uint8 and policy not in _INDEXED and \
+                (anchor[:, 2] == 0).all() and (shape[:, 2] == in_shapes[0, 2]).all() and \
+                (in_shapes[:, 2] == in_shapes[0, 2]).all() and (shape[:, :2] > 0).all():
+            # Windows on H and W only, all of one channel count: crop's kernel call, exact for uint8.
+            fill = output_fill(dtype, args["fill_values"] if policy in _PAD else [0])
+            windows = np.concatenate([anchor[:, :2], shape[:, :2]], axis=1)
+            out = to_torch_samples(crop_normalize(image_batch(self, batch), windows, out_dtype=dtype, out_chw=False,
+                                                  fill=fill, device=batch.device))
         else:
-            out = self._copy(images, plans, dtype, policy, fill, full_layout.find("C"))
+            out = self._copy(batch.as_torch_list(), anchor, shape, dtype, policy, fill)
         return [TensorList.make(out, layout, device=batch.device)]
 
-    def _plans(self, images, positional, layout, args):
-        """(anchor, shape) of every sample after the out-of-bounds policy."""
-        policy = args["out_of_bounds_policy"]
-        positional = [x.as_torch_list() for x in positional] or [[None] * len(images)] * 2
-        plans = []
-        for i, im in enumerate(images):
-            if im.dim() != images[0].dim() or im.dtype != images[0].dtype:
-                raise self.error(f"sample {i} ({tuple(im.shape)}, {im.dtype}) differs from sample 0 in "
-                                 "rank or type", ValueError)
-            anchor, shape = self.windows.window(i, args, tuple(im.shape), layout,
-                                                positional[0][i], positional[1][i])
-            anchor, shape = apply_policy(self, i, anchor, shape, im.shape, policy)
-            if policy in _INDEXED and any(s and not m for s, m in zip(shape, im.shape)):
-                raise self.error(f"sample {i}: an empty input ({tuple(im.shape)}) cannot be sliced "
-                                 f"with out_of_bounds_policy='{policy}'", ValueError)
-            plans.append((anchor, shape))
-        return plans
+    def _shapes(self, batch):
+        """The samples' shapes ([N, ndim]) and their type; an error names the first sample
+        that differs from sample 0 in rank or type."""
+        first = batch.sample(0)
+        try:
+            shapes = batch.sample_shapes()
+            mixed = batch.dense_tensor() is None and any(s.dtype != first.dtype for s in batch.as_torch_list())
+        except ValueError:  # samples of different ranks
+            mixed = True
+        if mixed:
+            samples = batch.as_torch_list()
+            i = next(i for i, s in enumerate(samples) if s.dim() != first.dim() or s.dtype != first.dtype)
+            raise self.error(f"sample {i} ({tuple(samples[i].shape)}, {samples[i].dtype}) differs from sample 0 in "
+                             "rank or type", ValueError, sample=i)
+        return shapes, first.dtype
 
-    def _copy(self, images, plans, dtype, policy, fill, channel_dim):
-        """Torch copies of the windows, into one dense batch when their shapes agree."""
-        shapes = [s for _, s in plans]
-        if all(s == shapes[0] for s in shapes):
-            outs = images[0].new_empty([len(images)] + shapes[0], dtype=dtype)
+    def _copy(self, samples, anchor, shape, dtype, policy, fill):
+        """Torch copies of the windows, sample by sample, into one dense batch when their
+        shapes agree."""
+        if (shape == shape[0]).all():
+            outs = samples[0].new_empty([len(samples)] + shape[0].tolist(), dtype=dtype)
         else:
-            outs = [im.new_empty(s, dtype=dtype) for im, s in zip(images, shapes)]
-        channel_dim = None if channel_dim < 0 else channel_dim
-        for im, (anchor, shape), out in zip(images, plans, outs):
-            pad = None if fill is None else fill_tensor(self, fill, dtype, shape, channel_dim, im.device)
-            copy_window(im, anchor, shape, policy, pad, out)
-        return outs
-
-    def _hwc_kernel(self, images, plans, dtype, fill_values):
-        """One crop_mirror_normalize call per window size (mean 0, std 1: exact for uint8)."""
-        from ..kernels.crop_mirror_normalize import crop_mirror_normalize
-
-        c = images[0].shape[2]
-        fill = torch.zeros(1) if fill_values is None else \
-            fill_tensor(self, fill_values, dtype, [1, 1, c], 2, "cpu").reshape(-1).float()
-        groups = {}
-        for i, (_, s) in enumerate(plans):
-            groups.setdefault((s[0], s[1]), []).append(i)
-        one, zero = torch.ones(1), torch.zeros(1)
-        outs = [None] * len(images)
-        for (h, w), idx in groups.items():
-            anchors = torch.tensor([plans[i][0][:2] for i in idx], dtype=torch.int64)
-            out = crop_mirror_normalize([images[i] for i in idx], anchors, torch.zeros(len(idx), dtype=torch.uint8),
-                                        zero, one, h, w, dtype, False, c, 1.0, 0.0, fill)
-            if len(groups) == 1:
-                return out
-            for k, i in enumerate(idx):
-                outs[i] = out[k]
+            outs = [im.new_empty(s, dtype=dtype) for im, s in zip(samples, shape.tolist())]
+        for im, a, s, out in zip(samples, anchor.tolist(), shape.tolist(), outs):
+            copy_window(im, a, s, policy, fill, out)
         return outs
