@@ -39,6 +39,25 @@ class BuildExt(BuildExtension.with_options(use_ninja=True)):
         self.build_temp = os.path.join(HERE, "build", "temp")
 
 
+def _nvjpeg():
+    """(include dir, library dir, library file) of nvJPEG: from the `nvidia-nvjpeg` wheel
+    (nvidia/cu13), else from the CUDA toolkit; None where neither has it."""
+    import importlib.util
+
+    roots = []
+    spec = importlib.util.find_spec("nvidia")
+    if spec is not None and spec.submodule_search_locations:
+        roots += [os.path.join(p, "cu13") for p in spec.submodule_search_locations]
+    roots.append(CUDA_HOME or "")
+    for root in roots:
+        include = os.path.join(root, "include")
+        for lib in ("lib", "lib64"):
+            libs = sorted(glob.glob(os.path.join(root, lib, "libnvjpeg.so*")))
+            if os.path.exists(os.path.join(include, "nvjpeg.h")) and libs:
+                return include, os.path.join(root, lib), os.path.basename(libs[0])
+    return None
+
+
 def _extension():
     sources = _sources("csrc/*.cpp") + _sources("csrc/cpu/*.cpp")
     # The C++ standard is left to torch: its headers need C++17 or, from 2.10 on, C++20.
@@ -49,8 +68,18 @@ def _extension():
     link = ["-fopenmp"]
     if _with_cuda():
         extra["nvcc"] = ["-O3", "--expt-relaxed-constexpr"]
-        return CUDAExtension("torchdali._C", sources + _sources("csrc/cuda/*.cu"),
-                             extra_compile_args=extra, extra_link_args=link)
+        sources += _sources("csrc/cuda/*.cu")
+        nvjpeg = _nvjpeg()
+        if nvjpeg is None:
+            print("torchdali: nvJPEG not found (pip install nvidia-nvjpeg, or a CUDA toolkit with it); "
+                  "'mixed' decoding goes through torchvision")
+        else:  # our GPU JPEG decoder, linked to the library found, wherever it lives at run time
+            include, libdir, libfile = nvjpeg
+            sources += _sources("csrc/nvjpeg/*.cpp")
+            # Last in the C++ flags (nvcc never sees it), so the toolkit's CUDA headers stay first.
+            extra["cxx"].append(f"-I{include}")
+            link += [f"-L{libdir}", f"-l:{libfile}", f"-Wl,-rpath,{libdir}"]
+        return CUDAExtension("torchdali._C", sources, extra_compile_args=extra, extra_link_args=link)
     return CppExtension("torchdali._C", sources, extra_compile_args=extra, extra_link_args=link)
 
 

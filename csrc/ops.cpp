@@ -108,6 +108,16 @@ TORCH_LIBRARY(torchdali, m) {
   // width), from the marker segments before the image data; a field not found keeps its
   // default (1, 1, 0, 0). Parsed on the intra-op threads. Serves the image decoders.
   m.def("jpeg_headers(Tensor[] data) -> Tensor");
+  // Decodes JPEGs (1-D uint8 CPU tensors) on the GPU `device` with nvJPEG, each only within
+  // windows[i] = (y, x, h, w) (int64 [N, 4]; the whole image is (0, 0, height, width)), to
+  // interleaved RGB uint8 on the current stream: returns (flat, status), flat holding image
+  // i's window as a contiguous [h, w, 3] after those of images 0..i-1, status int32 [N] 0
+  // where image i was decoded, else nvJPEG's status code (its part of flat is unwritten).
+  // `hw_load`: the fraction of the batch for the hardware decoder, where the GPU has one.
+  // Built where nvJPEG was found (csrc/nvjpeg/); jpeg_hardware_decoder says whether `device`
+  // has the hardware decoder.
+  m.def("decode_jpegs(Tensor[] data, Tensor windows, float hw_load, Device device) -> (Tensor, Tensor)");
+  m.def("jpeg_hardware_decoder(Device device) -> bool");
   // Copies CPU `samples` (one dtype and number of dims, any shapes) back to back into one
   // 1-D buffer, in pinned memory when `pin_memory`; returns it and the samples' shapes as
   // int64 [N, ndim]. Serves host-to-GPU copies of a batch, and stacking a list.

@@ -25,6 +25,11 @@ else
   pip install -q torch torchvision numpy pillow ninja
 fi
 "$VENV/bin/python" -c "import torch, torchvision; print('  torch', torch.__version__, '| torchvision', torchvision.__version__)"
+# nvJPEG's headers and library for our GPU JPEG decoder (built into the extension when found).
+if ! "$VENV/bin/python" -c "import glob, nvidia, sys; sys.exit(not any(glob.glob(p + '/cu13/include/nvjpeg.h') for p in nvidia.__path__))" 2>/dev/null; then
+  say "installing nvidia-nvjpeg (the GPU JPEG decoder's library)"
+  pip install -q nvidia-nvjpeg
+fi
 
 if [ -z "${CUDA_HOME:-}" ] && [ -x /usr/local/cuda/bin/nvcc ]; then
   export CUDA_HOME=/usr/local/cuda  # torch would guess /usr/local from /usr/local/bin/nvcc

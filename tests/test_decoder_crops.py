@@ -287,7 +287,11 @@ def test_mixed_fusions_match_gpu_decode_then_crop(files, op, kwargs, inputs):
     cpu_got, cpu_full = run(torchdali, op, files[0], inputs=inputs, with_full=True, **kwargs)
     assert [g.shape for g in got] == [g.shape for g in cpu_got]
     if op == "image_crop":
-        assert_batches_equal(got, [numpy_crop(im, 20, 11, 0.3) for im in full])
+        # 'mixed' decodes only the window (where our GPU decoder is built): its chroma is
+        # upsampled from the window's own samples, a level or two off at places.
+        for g, want in zip(got, [numpy_crop(im, 20, 11, 0.3) for im in full]):
+            diff = np.abs(g.astype(np.int64) - want)
+            assert g.shape == want.shape and diff.max() <= 3 and diff.mean() <= 0.25
 
 
 @requires_cuda

@@ -3,12 +3,12 @@
 and on_error policy) and then cuts the window, computed on the decoded, EXIF-oriented
 image as DALI computes it; a window outside the image is an error, as in DALI."""
 import numpy as np
+import torch
 
 from ..schema import FLOAT, Arg, register
-from ..tensor_list import TensorList
 from .base import RandomOperator
 from .crop import CROP_ARGS, Crop
-from .decoders import DECODER_ARGS, DECODER_DEPRECATED_ARGS, ImageDecoder
+from .decoders import DECODER_ARGS, DECODER_DEPRECATED_ARGS, ImageDecoder, cuda_device
 from .resize import RandomResizedCrop, pair
 from .slicing import SLICE_ARGS, SliceWindows
 from .windows import crop_windows, fit_windows, random_crop_windows, whole_images
@@ -24,22 +24,58 @@ _CROP_ARGS = [a for a in CROP_ARGS if a.name not in ("out_of_bounds_policy", "fi
 
 class _DecodeThenCrop(ImageDecoder):
     """decoders.image, then the windows ([N, 4] (y, x, h, w)) that the subclass's
-    `windows(kept, hw, inputs, args)` gives for the decoded images: `kept` are their indices
-    in the batch (undecodable samples may have been skipped), `hw` their sizes."""
+    `windows(kept, hw, inputs, args)` gives for the images: `kept` are their indices in the
+    batch (undecodable samples may have been skipped), `hw` their sizes. On the GPU, our
+    engine decodes only the window of each upright JPEG, its size known from its header;
+    the other files are decoded whole and cut in one call."""
 
     def run(self, inputs, args, ctx):
-        decoded = super().run(inputs[:1], args, ctx)[0]
-        dropped = set(ctx.dropped)  # undecodable samples skipped with on_error="skip"
-        kept = [i for i in range(len(inputs[0])) if i not in dropped]
-        images = decoded.as_torch_list()
-        if not images:
-            return [decoded]
-        from ..kernels.geometry import gather_windows  # loads the extension on first use
+        batch = inputs[0]
+        data = self.encoded(batch)
+        n = len(data)
+        hw = np.zeros((n, 2), np.int64)
+        direct = np.zeros(n, bool)  # decoded within the window only
+        if self.spec.device == "mixed" and self.decodes_windows:
+            head, to_gpu = self.gpu_jpegs(data)
+            direct = to_gpu & ((head["orientation"] == 1) | (not self.orient))
+            hw[direct] = np.stack([head["height"], head["width"]], axis=1)[direct]
+        errors, images = {}, [None] * n
+        whole = np.flatnonzero(~direct)
+        for i, img in zip(whole.tolist(), self.decode([data[i] for i in whole], errors, ctx)):
+            images[i] = img
+        errors = {int(whole[k]): e for k, e in errors.items()}
+        kept = np.array([i for i in range(n) if i not in errors], np.int64)
+        if len(whole):
+            hw[whole] = [img.shape[:2] if img is not None else (0, 0) for img in (images[i] for i in whole)]
+        windows = np.zeros((n, 4), np.int64)
+        if len(kept):
+            windows[kept] = self.windows(kept.tolist(), hw[kept], inputs, args)
+        cut = kept[~direct[kept]]
+        if len(cut):
+            from ..kernels.geometry import gather_windows  # loads the extension on first use
 
-        hw = decoded.sample_shapes()[:, :2]
-        out = gather_windows(images, self.windows(kept, hw, inputs, args))  # one call for the batch
-        return [TensorList.make(out, "HWC", device=decoded.device, source_info=decoded.source_info)]
+            crops = gather_windows([images[i] for i in cut], windows[cut])  # one call for these
+            if len(cut) == n and isinstance(crops, torch.Tensor):  # one window size: a dense batch
+                return [self.settle(batch, crops, errors, args, ctx)]
+            for i, crop in zip(cut.tolist(), crops):
+                images[i] = crop
+        fused = kept[direct[kept]]
+        if len(fused):
+            self._decode_fused(data, fused, windows[fused], images, errors, ctx)
+        return [self.settle(batch, images, errors, args, ctx)]
 
+    def _decode_fused(self, data, index, windows, images, errors, ctx):
+        """Windows of the files `index` decoded by our engine into images[i]; a file it
+        refuses is decoded whole on the CPU (or fails there, in `errors`) and cut."""
+        device = cuda_device(ctx)
+        decoded = self.decode_windows([data[i] for i in index], windows, device)
+        for i, img, (y, x, h, w) in zip(index.tolist(), decoded, windows.tolist()):
+            if img is not None:
+                images[i] = self.finish_rgb(img)
+                continue
+            img = self.decode_one(data[i], errors, i)  # whole, on the CPU
+            if img is not None:
+                images[i] = img[y:y + h, x:x + w].pin_memory().to(device, non_blocking=True)
 
 @register("decoders.image_crop", devices=("cpu", "mixed"), inputs=(1, 1), aliases=("ImageDecoderCrop",),
           deprecated_args=DECODER_DEPRECATED_ARGS,

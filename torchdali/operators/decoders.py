@@ -1,6 +1,6 @@
 """Image decoding: `decoders.image` on the CPU (libjpeg-turbo/libpng/libwebp through
-torchvision, Pillow for other formats) and 'mixed' (batched nvJPEG through torchvision
-on the GPU)."""
+torchvision, Pillow for other formats) and 'mixed' (JPEGs on the GPU: our nvJPEG engine,
+csrc/nvjpeg/, where the extension was built with it, else torchvision's batched nvJPEG)."""
 import io
 import threading
 import warnings
@@ -55,6 +55,14 @@ def _decode_pillow(data, output_type, orient):
         arr = np.asarray(img.convert("RGB"))
     arr = arr[:, :, None] if arr.ndim == 2 else arr
     return torch.from_numpy(arr.copy()).permute(2, 0, 1)
+
+
+def _gpu_engine():
+    """Our GPU JPEG decoder's module (torchdali.kernels.nvjpeg) where the extension has it,
+    else None (torchvision's nvJPEG decodes)."""
+    from ..kernels import nvjpeg  # loads the extension on first use
+
+    return nvjpeg if nvjpeg.available() else None
 
 
 def decode_cpu(data, output_type, orient=True):
@@ -157,14 +165,18 @@ DECODER_ARGS = [
         choices=_DTYPES),
     Arg("adjust_orientation", BOOL, True, "Apply the EXIF orientation."),
     Arg("jpeg_fancy_upsampling", BOOL, False, "'mixed': upsample JPEG chroma like the CPU "
-        "decoder (libjpeg-turbo's fancy upsampling). nvJPEG (through torchvision) has no "
-        "such mode, so chroma-subsampled JPEGs are then decoded on the CPU and copied."),
+        "decoder (libjpeg-turbo's fancy upsampling). The GPU decoders do not upsample that way, "
+        "so chroma-subsampled JPEGs are then decoded on the CPU and copied."),
     Arg("on_error", STR, "raise", "A file that can't be decoded: 'raise' an error naming it, or "
         "'skip' it (the sample leaves the iteration, with a warning counting skipped files).",
         choices=("raise", "skip")),
     Arg("use_fast_idct", BOOL, False, "libjpeg-turbo's fast IDCT, which torchvision doesn't "
         "expose: accepted, no effect."),
-    Arg("hw_decoder_load", FLOAT, 0.65, _COMPAT),
+    Arg("hw_decoder_load", FLOAT, 1.0, "'mixed': the fraction of each batch's JPEGs given to the GPU's "
+        "hardware decoder (A100, H100, H200 ...), the rest decoded on the hybrid path (Huffman on the "
+        "CPU threads, IDCT on the GPU). DALI's default is 0.65; here the hardware decoder alone measured "
+        "fastest (benchmarks/NOTES.md), so it takes the whole batch unless told otherwise.",
+        check=lambda v: None if 0.0 <= v <= 1.0 else "must be in [0, 1]"),
     Arg("hybrid_huffman_threshold", INT, 1000000, _COMPAT),
     Arg("device_memory_padding", INT, 16777216, _COMPAT),
     Arg("host_memory_padding", INT, 8388608, _COMPAT),
@@ -191,9 +203,11 @@ class ImageDecoder(Operator):
 
     def __init__(self, spec):
         super().__init__(spec)
-        if spec.device == "mixed" and _tvio is None:
+        self.engine = _gpu_engine() if spec.device == "mixed" else None
+        if spec.device == "mixed" and _tvio is None and (
+                self.engine is None or spec.args["output_type"] in (types.GRAY, types.ANY_DATA)):
             raise RuntimeError(f"{spec.schema.name}: device='mixed' needs torchvision (with CUDA) for nvJPEG "
-                               "decoding, and it cannot be imported")
+                               "decoding here, and it cannot be imported")
         self.output_type = spec.args["output_type"]
         self.dtype = types.to_torch_type(spec.args["dtype"])
         self.orient = spec.args["adjust_orientation"]
@@ -218,15 +232,34 @@ class ImageDecoder(Operator):
 
     def run(self, inputs, args, ctx):
         batch = inputs[0]
+        data = self.encoded(batch)
+        errors = {}
+        return [self.settle(batch, self.decode(data, errors, ctx), errors, args, ctx)]
+
+    def encoded(self, batch):
+        """The batch's files as contiguous 1-D uint8 CPU tensors; a TypeError names a sample
+        that is not encoded bytes."""
         data = batch.as_torch_list()
         for i, d in enumerate(data):
             if d.dim() != 1 or d.dtype != torch.uint8:
                 raise self.error(f"sample {i}: expected encoded bytes (1D uint8), got {tuple(d.shape)} {d.dtype}",
                                  TypeError)
-        data = [d.cpu().contiguous() for d in data]
-        errors = {}
-        gpu = self.spec.device == "mixed"
-        decoded = self._decode_mixed(data, errors, ctx) if gpu else self._decode_host(data, errors, ctx)
+        return [d.cpu().contiguous() for d in data]
+
+    def decode(self, data, errors, ctx):
+        """The decoded images (HWC, on the operator's device), None where decoding failed,
+        with the exception in `errors[i]`."""
+        if self.spec.device == "mixed":
+            return self._decode_mixed(data, errors, ctx)
+        return map_samples(lambda i, d: self.decode_one(d, errors, i), data, ctx)
+
+    def settle(self, batch, images, errors, args, ctx):
+        """The output batch of `images` (one per input sample, or a dense tensor when all
+        were decoded): an error for the first sample in `errors`, or with on_error="skip" the
+        batch without them (dropped from the whole iteration, with a warning counting them)."""
+        device = "gpu" if self.spec.device == "mixed" else "cpu"
+        if isinstance(images, torch.Tensor):
+            return TensorList.make(images, "HWC", device=device, source_info=batch.source_info)
         if errors:
             if args["on_error"] == "raise":
                 i = min(errors)
@@ -236,57 +269,94 @@ class ImageDecoder(Operator):
             ctx.warn(f"{self.name}: skipped {len(errors)} undecodable sample(s) in this batch "
                      f"({', '.join(names)}); {self.skipped} skipped so far")
             ctx.drop_samples(sorted(errors))
-        keep = [i for i in range(len(data)) if i not in errors]
+        keep = [i for i in range(len(images)) if i not in errors]
         info = [batch.source_info[i] for i in keep] if batch.source_info else None
-        return [TensorList.make([decoded[i] for i in keep], "HWC", device="gpu" if gpu else "cpu",
-                                source_info=info)]
+        return TensorList.make([images[i] for i in keep], "HWC", device=device, source_info=info)
 
-    def _decode_one(self, d, errors, i):
+    def decode_one(self, d, errors, i):
+        """One file decoded on the CPU as this operator outputs it; None if it fails, with the
+        exception in errors[i]."""
         try:
             return finish(decode_cpu(d, self.output_type, self.orient), self.output_type, self.dtype)
         except Exception as e:  # noqa: BLE001  (any decoder failure is reported per file)
             errors[i] = e
             return None
 
-    def _decode_host(self, data, errors, ctx):
-        return map_samples(lambda i, d: self._decode_one(d, errors, i), data, ctx)
-
-    def _decode_mixed(self, data, errors, ctx):
-        device = ctx.cuda_device if ctx.cuda_device is not None else torch.device("cuda")
-        out = [None] * len(data)
-        fancy = self.spec.args["jpeg_fancy_upsampling"]
-        # JPEGs go to nvJPEG; other formats, truncated JPEGs (for libjpeg's error) and, with
-        # jpeg_fancy_upsampling, chroma-subsampled JPEGs, to the CPU.
+    def gpu_jpegs(self, data):
+        """The files' JPEG headers (JPEG_FIELDS -> one array each, one C++ call for the batch)
+        and which files the GPU decodes: JPEGs that end with their EOI marker (truncated ones
+        go to the CPU, for libjpeg's error) and, with jpeg_fancy_upsampling, are not chroma
+        subsampled. Other formats are decoded on the CPU and copied."""
         from ..kernels.io import JPEG_FIELDS, jpeg_headers  # loads the extension on first use
 
-        head = dict(zip(JPEG_FIELDS, jpeg_headers(data).numpy().T))  # one C++ call for the batch
-        to_gpu = (head["is_jpeg"] == 1) & (head["complete"] == 1) & ~((head["subsampled"] == 1) & bool(fancy))
-        orientation = head["orientation"] if self.orient else np.ones_like(head["orientation"])
-        jpegs = dict(zip(np.flatnonzero(to_gpu).tolist(), orientation[to_gpu].tolist()))  # index -> orientation
-        if jpegs:
-            decoded = self._nvjpeg([data[i] for i in jpegs], device)
-            # Upright RGB uint8 images (the usual case) go CHW -> HWC in one kernel call.
-            plain = [k for k, (img, o) in enumerate(zip(decoded, jpegs.values()))
-                     if img is not None and o == 1 and img.shape[0] == 3] \
-                if self.output_type == types.RGB and self.dtype == torch.uint8 else []
-            if plain:
-                from ..kernels.geometry import transpose
-                index = list(jpegs)
-                for k, img in zip(plain, transpose([decoded[k] for k in plain], [1, 2, 0])):
-                    decoded[k] = None
-                    out[index[k]] = img
-            for (i, orientation), img in zip(jpegs.items(), decoded):
+        head = dict(zip(JPEG_FIELDS, jpeg_headers(data).numpy().T))
+        fancy = bool(self.spec.args["jpeg_fancy_upsampling"])
+        return head, (head["is_jpeg"] == 1) & (head["complete"] == 1) & ~((head["subsampled"] == 1) & fancy)
+
+    @property
+    def decodes_windows(self):
+        """Whether our engine decodes this operator's JPEGs, so it can decode windows only
+        (GRAY and ANY_DATA, which keep a grayscale file's one channel, go through torchvision)."""
+        return self.engine is not None and self.output_type not in (types.GRAY, types.ANY_DATA)
+
+    def _decode_mixed(self, data, errors, ctx):
+        device = cuda_device(ctx)
+        out = [None] * len(data)
+        head, to_gpu = self.gpu_jpegs(data)
+        index = np.flatnonzero(to_gpu)
+        if len(index):
+            sizes = np.stack([head["height"], head["width"]], axis=1)[index]
+            orientation = head["orientation"][index] if self.orient else np.ones(len(index), np.int64)
+            decoded = self._decode_gpu([data[i] for i in index], sizes, device)
+            for i, img, o in zip(index.tolist(), decoded, orientation.tolist()):
                 if img is not None:
-                    out[i] = finish(apply_orientation(img, orientation), self.output_type, self.dtype)
+                    out[i] = self.finish_rgb(img, o)
+        self._decode_rest(data, out, errors, ctx)
+        return out
+
+    def _decode_rest(self, data, out, errors, ctx):
+        """The files the GPU did not decode (out[i] is None), decoded on the CPU and copied."""
         rest = [i for i in range(len(data)) if out[i] is None]
-        host = map_samples(lambda k, i: self._decode_one(data[i], errors, i), rest, ctx)
+        host = map_samples(lambda k, i: self.decode_one(data[i], errors, i), rest, ctx)
+        device = cuda_device(ctx)
         for i, img in zip(rest, host):
             if img is not None:
                 out[i] = img.pin_memory().to(device, non_blocking=True)
-        return out
+
+    def finish_rgb(self, img, orientation=1):
+        """A GPU-decoded HWC RGB uint8 image as this operator outputs it: the usual case as
+        it is, the rest oriented and converted."""
+        if orientation == 1 and self.output_type == types.RGB and self.dtype == torch.uint8:
+            return img
+        return finish(apply_orientation(img.permute(2, 0, 1), orientation), self.output_type, self.dtype)
+
+    def decode_windows(self, data, windows, device):
+        """Our engine's decode of only windows[i] = (y, x, h, w) of each JPEG of `data`: HWC
+        views of one buffer, None where the engine refuses a file."""
+        flat, status = self.engine.decode_jpegs(data, torch.from_numpy(np.ascontiguousarray(windows, np.int64)),
+                                                self.spec.args["hw_decoder_load"], device)
+        shapes = np.concatenate([windows[:, 2:], np.full((len(windows), 1), 3)], axis=1)
+        images = TensorList.from_flat(flat, shapes).as_torch_list()
+        return [img if s == 0 else None for img, s in zip(images, status.tolist())]
+
+    def _decode_gpu(self, encoded, sizes, device):
+        """JPEGs decoded on the GPU to HWC RGB uint8 (None where the decoder refuses one, e.g.
+        CMYK or a broken file: the CPU path decodes it or reports the error): our nvJPEG
+        engine (see decodes_windows), else torchvision's batched nvJPEG."""
+        if self.decodes_windows:
+            return self.decode_windows(encoded, np.concatenate([np.zeros_like(sizes), sizes], axis=1), device)
+        decoded = self._nvjpeg(encoded, device)
+        # 3-channel images go CHW -> HWC in one kernel call, the others (GRAY, ANY_DATA) as views.
+        rgb = [k for k, img in enumerate(decoded) if img is not None and img.shape[0] == 3]
+        hwc = [None if img is None else img.permute(1, 2, 0) for img in decoded]
+        if rgb:
+            from ..kernels.geometry import transpose
+            for k, img in zip(rgb, transpose([decoded[k] for k in rgb], [1, 2, 0])):
+                hwc[k] = img
+        return hwc
 
     def _nvjpeg(self, encoded, device):
-        """Batched GPU decode; None for the images nvJPEG refuses (CMYK, broken files...)."""
+        """torchvision's batched GPU decode (CHW); None for the images nvJPEG refuses."""
         mode = _tv_mode(self.output_type)
         try:
             return _tvio.decode_jpeg(encoded, mode=mode, device=device)
@@ -298,6 +368,11 @@ class ImageDecoder(Operator):
                 except RuntimeError:
                     images.append(None)  # the CPU path decodes it or reports the error
             return images
+
+
+def cuda_device(ctx):
+    """The pipeline's CUDA device."""
+    return ctx.cuda_device if ctx.cuda_device is not None else torch.device("cuda")
 
 
 def _reason(exc):

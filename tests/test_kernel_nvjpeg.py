@@ -1,0 +1,140 @@
+"""torchdali::decode_jpegs, our GPU JPEG decoder: against the CPU decoder (libjpeg-turbo via
+torchvision) within the tolerance of a different IDCT and chroma upsampling, windows against
+decode-then-crop, both paths (hardware and hybrid), bad files, streams and opcheck. GPU
+machines only, with the extension built against nvJPEG."""
+import io
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from conftest import requires_cuda
+
+pytest.importorskip("torchdali._C", reason="the C++ extension is not built")
+from torchdali.kernels import nvjpeg  # noqa: E402
+from torchdali.operators.decoders import decode_cpu  # noqa: E402
+from torchdali import types  # noqa: E402
+
+pytestmark = [requires_cuda, pytest.mark.skipif(not nvjpeg.available(), reason="built without nvJPEG")]
+
+RNG = np.random.default_rng(7)
+
+
+def photo(h, w, seed):
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:h, 0:w]
+    img = np.stack([128 + 100 * np.sin(xx / (5.0 + c) + c) * np.cos(yy / 4.0) for c in range(3)], -1)
+    return np.clip(img + rng.normal(0, 4, (h, w, 3)), 0, 255).astype(np.uint8)
+
+
+def jpeg(img, **kwargs):
+    buf = io.BytesIO()
+    Image.fromarray(img).save(buf, "JPEG", **kwargs)
+    return torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)
+
+
+# Odd sizes, the usual 4:2:0, 4:2:2 and 4:4:4, and a grayscale file (decoded to RGB).
+SIZES = [(37, 53), (101, 67), (16, 16), (129, 255), (75, 9)]
+FILES = [jpeg(photo(h, w, k), quality=90, subsampling=[2, 1, 0, 2, 0][k]) for k, (h, w) in enumerate(SIZES)]
+FILES.append(jpeg(photo(41, 43, 9)[:, :, 0], quality=90))
+SIZES.append((41, 43))
+
+
+def whole(sizes):
+    return torch.tensor([(0, 0, h, w) for h, w in sizes], dtype=torch.int64)
+
+
+def split(flat, windows):
+    """The [h, w, 3] images in `flat`, as NumPy arrays."""
+    sizes = (windows[:, 2] * windows[:, 3] * 3).tolist()
+    return [part.view(int(h), int(w), 3).cpu().numpy()
+            for part, (h, w) in zip(flat.split(sizes), windows[:, 2:].tolist())]
+
+
+def cpu_reference(blob):
+    return decode_cpu(blob, types.RGB).permute(1, 2, 0).numpy()
+
+
+def mean_diff(a, b):
+    assert a.shape == b.shape, (a.shape, b.shape)
+    return np.abs(a.astype(np.float64) - b.astype(np.float64)).mean()
+
+
+@pytest.mark.parametrize("hw_load", [0.0, 0.5, 1.0])
+def test_whole_images_match_the_cpu_decoder(hw_load):
+    windows = whole(SIZES)
+    flat, status = nvjpeg.decode_jpegs(FILES, windows, hw_load, torch.device("cuda"))
+    assert flat.is_cuda and flat.dtype == torch.uint8 and status.tolist() == [0] * len(FILES)
+    for k, (got, blob) in enumerate(zip(split(flat, windows), FILES)):
+        # Different IDCT and chroma upsampling: a few levels on average on these noisy
+        # images (libjpeg-turbo smooths chroma, nvJPEG replicates it); 4:4:4 and gray closer.
+        assert mean_diff(got, cpu_reference(blob)) <= (1.0 if k in (2, 4, 5) else 6.0), k
+
+
+@pytest.mark.parametrize("hw_load", [0.0, 1.0])
+def test_windows_match_decode_then_crop(hw_load):
+    h, w = np.array(SIZES).T
+    ys, xs = RNG.integers(0, h // 2), RNG.integers(0, w // 2)
+    hs, ws = np.maximum(1, RNG.integers(1, h - ys + 1)), np.maximum(1, RNG.integers(1, w - xs + 1))
+    windows = torch.from_numpy(np.stack([ys, xs, hs, ws], axis=1).astype(np.int64))
+    device = torch.device("cuda")
+    full, _ = nvjpeg.decode_jpegs(FILES, whole(SIZES), hw_load, device)
+    flat, status = nvjpeg.decode_jpegs(FILES, windows, hw_load, device)
+    assert status.tolist() == [0] * len(FILES)
+    for k, (got, image, (y, x, wh, ww)) in enumerate(zip(split(flat, windows), split(full, whole(SIZES)),
+                                                         windows.tolist())):
+        crop = image[y:y + wh, x:x + ww]
+        # Away from the window's border the pixels are the same; at the border chroma
+        # upsampling may see different neighbours.
+        inner = (slice(2, -2), slice(2, -2))
+        if wh > 4 and ww > 4:
+            assert mean_diff(got[inner], crop[inner]) <= 0.5, k
+        assert mean_diff(got, crop) <= 4.0, k
+
+
+def test_bad_files_get_a_status_and_the_rest_decodes():
+    text = torch.frombuffer(bytearray(b"not a jpeg at all"), dtype=torch.uint8)
+    cut = FILES[0][: FILES[0].numel() // 3].clone()
+    data = [FILES[0], text, cut, FILES[1]]
+    windows = whole([SIZES[0], (4, 4), SIZES[0], SIZES[1]])
+    flat, status = nvjpeg.decode_jpegs(data, windows, 0.65, torch.device("cuda"))
+    status = status.tolist()
+    assert status[0] == 0 and status[3] == 0 and status[1] != 0
+    images = split(flat, windows)
+    assert mean_diff(images[3], cpu_reference(FILES[1])) <= 6.0
+
+
+def test_window_outside_the_image_is_refused():
+    windows = torch.tensor([[0, 0, SIZES[0][0] + 1, SIZES[0][1]]], dtype=torch.int64)
+    _, status = nvjpeg.decode_jpegs(FILES[:1], windows, 0.0, torch.device("cuda"))
+    assert status.tolist() != [0]
+
+
+def test_decodes_on_the_current_stream():
+    stream = torch.cuda.Stream()
+    windows = whole(SIZES)
+    with torch.cuda.stream(stream):
+        flat, _ = nvjpeg.decode_jpegs(FILES, windows, 0.65, torch.device("cuda"))
+        total = flat.sum(dtype=torch.int64)  # ordered after the decode on `stream`
+    stream.synchronize()
+    reference, _ = nvjpeg.decode_jpegs(FILES, windows, 0.65, torch.device("cuda"))
+    torch.cuda.synchronize()
+    assert total.item() == reference.sum(dtype=torch.int64).item()
+
+
+def test_bad_arguments():
+    with pytest.raises(RuntimeError, match="windows.*int64 CPU tensor"):
+        nvjpeg.decode_jpegs(FILES[:2], whole(SIZES[:1]), 0.5, torch.device("cuda"))
+    with pytest.raises(RuntimeError, match=r"data\[1\] must be a 1-D uint8 CPU tensor"):
+        nvjpeg.decode_jpegs([FILES[0], FILES[1].view(1, -1)], whole(SIZES[:2]), 0.5, torch.device("cuda"))
+
+
+def test_hardware_decoder_query():
+    assert isinstance(nvjpeg.has_hardware_decoder(torch.device("cuda")), bool)
+
+
+def test_opcheck():
+    torch.library.opcheck(torch.ops.torchdali.decode_jpegs.default,
+                          (FILES[:3], whole(SIZES[:3]), 0.5, torch.device("cuda")),
+                          test_utils=("test_schema", "test_autograd_registration"))

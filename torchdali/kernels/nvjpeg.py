@@ -1,0 +1,45 @@
+"""`torchdali::decode_jpegs`: our GPU JPEG decoder (csrc/nvjpeg/), built where nvJPEG was
+found: the hardware decoder takes its share of a batch, the hybrid path (Huffman on the
+intra-op threads, IDCT on the GPU) the rest, each image decoded only within its window.
+Its Python face and, beside it, the fake kernel that lets `torch.compile` trace it."""
+from typing import List, Tuple
+
+import torch
+
+from . import load_extension
+
+load_extension()
+
+__all__ = ["available", "decode_jpegs", "has_hardware_decoder"]
+
+
+def available() -> bool:
+    """Whether the extension was built with the GPU JPEG decoder (nvJPEG found at build)."""
+    try:
+        return torch._C._dispatch_has_kernel_for_dispatch_key("torchdali::decode_jpegs", "CPU")
+    except RuntimeError:  # an extension built before the op was declared
+        return False
+
+
+def decode_jpegs(data: List[torch.Tensor], windows: torch.Tensor, hw_load: float,
+                 device: torch.device) -> Tuple[torch.Tensor, torch.Tensor]:
+    """JPEGs (1-D uint8 CPU tensors) decoded on `device`, image i only within windows[i] =
+    (y, x, h, w) (int64 [N, 4]), to interleaved RGB uint8 on the current stream. Returns
+    (flat, status): image i's window as a contiguous [h, w, 3] after the windows of the
+    images before it, and int32 [N] status, 0 where decoded, else nvJPEG's status code
+    (that part of `flat` is not written). `hw_load`: the hardware decoder's fraction."""
+    return torch.ops.torchdali.decode_jpegs.default(list(data), windows, float(hw_load), torch.device(device))
+
+
+def has_hardware_decoder(device: torch.device) -> bool:
+    """Whether `device` has the hardware JPEG decoder (NVJPG: A100, H100, H200 ...)."""
+    return torch.ops.torchdali.jpeg_hardware_decoder.default(torch.device(device))
+
+
+@torch.library.register_fake("torchdali::decode_jpegs")
+def _decode_jpegs_fake(data, windows, hw_load, device):
+    torch._check_value(windows.dim() == 2 and windows.shape[1] == 4 and windows.shape[0] == len(data),
+                       lambda: "decode_jpegs: `windows` must be [N, 4] (y, x, h, w), one row per image")
+    ctx = torch.library.get_ctx()
+    return (torch.empty(ctx.new_dynamic_size(), dtype=torch.uint8, device=device),
+            torch.empty(len(data), dtype=torch.int32))
