@@ -122,4 +122,7 @@ TORCH_LIBRARY(torchdali, m) {
   // 1-D buffer, in pinned memory when `pin_memory`; returns it and the samples' shapes as
   // int64 [N, ndim]. Serves host-to-GPU copies of a batch, and stacking a list.
   m.def("pack(Tensor[] samples, bool pin_memory=False) -> (Tensor, Tensor)");
+  // The inverse of pack: views of `flat` (1-D, contiguous, any dtype and device) as
+  // consecutive samples of the shapes in `shapes` (ndim values per sample, flattened).
+  m.def("unpack(Tensor(a -> *) flat, int[] shapes, int ndim) -> Tensor(a)[]");
 }

@@ -77,5 +77,6 @@ def test_pillow_fallback_without_torchvision(tmp_path, monkeypatch):
         warnings.simplefilter("error")
         pipe("cpu").run()  # warned once only
     monkeypatch.setattr(decoders.torch.cuda, "is_available", lambda: True)  # reach the operator's own check
+    monkeypatch.setattr(decoders, "_gpu_engine", lambda: None)  # an extension built without our GPU decoder
     with pytest.raises(RuntimeError, match="device='mixed' needs torchvision"):
         pipe("mixed", device_id=0).build()

@@ -80,6 +80,31 @@ def test_mixed_imagenet_pipeline(tmp_path):
         assert bytes(info.at(0).cpu().numpy()).decode().endswith(".jpg")
 
 
+def test_decode_stage_overlaps_and_matches_the_synchronous_run(tmp_path):
+    """With a mixed decoder followed by GPU operators, the asynchronous executor decodes in
+    a thread and on a stream of its own: its batches equal those of the synchronous run."""
+    import threading
+
+    data = write_sample_dataset(str(tmp_path), num_images=40, min_size=120, max_size=260)
+
+    def build(exec_async):
+        @pipeline_def(batch_size=8, num_threads=3, device_id=0, seed=5, exec_async=exec_async,
+                      exec_pipelined=exec_async, prefetch_queue_depth=3)
+        def pipe():
+            jpegs, labels = fn.readers.file(file_root=data, random_shuffle=True)
+            images = fn.decoders.image_random_crop(jpegs, device="mixed")
+            images = fn.resize(images, size=(64, 64))
+            return fn.crop_mirror_normalize(images, mirror=fn.random.coin_flip(), dtype=types.FLOAT), labels
+
+        return pipe()
+
+    sync, overlapped = build(False), build(True)
+    for _ in range(10):  # more than an epoch, so the decoder's memory is reused under load
+        (a, la), (b, lb) = sync.run(), overlapped.run()
+        assert torch.equal(a.as_torch(), b.as_torch()) and torch.equal(la.as_torch(), lb.as_torch())
+    assert "torchdali-decode" in {t.name for t in threading.enumerate()}
+
+
 def test_feed_input_with_gpu_arrays_of_every_kind():
     pipe = Pipeline(batch_size=2, num_threads=1, device_id=0, prefetch_queue_depth=1)
     with pipe:

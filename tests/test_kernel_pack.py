@@ -1,9 +1,10 @@
-"""torchdali::pack against torch.cat of the flattened samples; gather_arrays against np.stack."""
+"""torchdali::pack against torch.cat of the flattened samples, unpack as its inverse;
+gather_arrays against np.stack."""
 import numpy as np
 import pytest
 import torch
 
-from torchdali.kernels.pack import gather_arrays, pack
+from torchdali.kernels.pack import gather_arrays, pack, unpack
 
 
 def _samples(shapes, dtype=torch.float32, seed=0):
@@ -36,6 +37,29 @@ def test_mixed_samples_are_named():
 
 def test_opcheck():
     torch.library.opcheck(torch.ops.torchdali.pack.default, (_samples([(2, 3), (4, 3), (1, 3)]), False))
+
+
+@pytest.mark.parametrize("shapes", [[(3, 5, 2)] * 4, [(3, 5, 2), (1, 7, 2), (0, 4, 2), (9, 1, 2)],
+                                    [(4097,), (1,), (70000,)]], ids=["dense", "ragged", "long"])
+def test_unpack_gives_back_the_samples_as_views(shapes):
+    samples = _samples(shapes, torch.int16)
+    flat, got = pack(samples)
+    views = unpack(flat, got.numpy())
+    assert [tuple(v.shape) for v in views] == [tuple(s) for s in shapes]
+    assert all(torch.equal(v, s) for v, s in zip(views, samples))
+    views[-1].fill_(7)  # views of flat's memory
+    assert (flat[-views[-1].numel():] == 7).all()
+
+
+def test_unpack_errors_and_opcheck():
+    flat = torch.arange(10.0)
+    with pytest.raises(ValueError, match="the shapes cover 6 elements but `flat` has 10"):
+        unpack(flat, np.array([[2, 3]]))
+    with pytest.raises(ValueError, match="need more than the 10 elements of `flat` \\(sample 1\\)"):
+        unpack(flat, np.array([[1, 3], [4, 3]]))
+    with pytest.raises(ValueError, match="contiguous 1-D tensor"):
+        unpack(flat.view(2, 5), np.array([[10]]))
+    torch.library.opcheck(torch.ops.torchdali.unpack.default, (flat, [2, 3, 4, 1], 2))
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int32, np.float16, np.float64, np.bool_])

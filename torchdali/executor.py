@@ -1,10 +1,12 @@
 """Runs a built graph batch by batch.
 
 The CPU stage of an iteration runs its operators in order (operators spread their
-samples over the pipeline's `num_threads` threads); the mixed and GPU stages run on
-the pipeline's own CUDA stream. With `exec_pipelined` and `exec_async`, a CPU thread
-and a GPU thread work ahead of the caller, up to `prefetch_queue_depth` iterations,
-so the CPU stage of the next batches overlaps the GPU stage of the current one.
+samples over the pipeline's `num_threads` threads); the GPU stage runs on the pipeline's
+own CUDA stream. The mixed operators (the decoders) run on a stream of their own when GPU
+operators follow them: a decode stage. With `exec_pipelined` and `exec_async`, a thread per
+stage works ahead of the caller, up to `prefetch_queue_depth` iterations, so the CPU stage
+of the next batches and the decoding of the next batch overlap the GPU stage of the current
+one.
 """
 import atexit
 import collections
@@ -45,7 +47,8 @@ class Iteration:
         self.index = index
         self.ctx = ctx
         self.data = {}
-        self.event = None
+        self.decoded = None  # recorded on the decode stream after the mixed operators
+        self.event = None  # recorded on the pipeline's stream after the GPU operators
         self.outputs = None
 
 
@@ -116,16 +119,21 @@ class Executor:
         if repeated:  # as DALI: names identify operators (feed_input, readers, checkpoints)
             raise RuntimeError(f"the pipeline is invalid because operator names are not unique: {repeated}")
         self.cpu_steps = [s for s in self.steps if s.node.device == "cpu"]
-        self.gpu_steps = [s for s in self.steps if s.node.device != "cpu"]
-        self.uses_gpu = bool(self.gpu_steps) or any(x.device == "gpu" for x in outputs)
+        self.mixed_steps = [s for s in self.steps if s.node.device == "mixed"]
+        self.gpu_steps = [s for s in self.steps if s.node.device == "gpu"]
+        self.uses_gpu = bool(self.mixed_steps or self.gpu_steps) or any(x.device == "gpu" for x in outputs)
+        # Decoding on its own stream (and thread) pays when GPU operators follow it.
+        self.decode_stage = bool(self.mixed_steps) and bool(self.gpu_steps)
         self.num_threads = max(1, pipe.num_threads)
         self.pool = concurrent.futures.ThreadPoolExecutor(self.num_threads,
                                                           thread_name_prefix="torchdali")
-        self.stream = None
+        self.stream = self.decode_stream = None
         self.cuda_device = None
         if self.uses_gpu:
             self.cuda_device = torch.device("cuda", pipe.device_id)
             self.stream = torch.cuda.Stream(self.cuda_device)
+            if self.decode_stage:
+                self.decode_stream = torch.cuda.Stream(self.cuda_device)
         self.iteration = 0
         self.state_lock = threading.Lock()
         self.snapshots = {}  # iteration index -> operator states before it ran (checkpoints)
@@ -139,23 +147,48 @@ class Executor:
         it = Iteration(self.iteration, ctx)
         self._snapshot(it.index, self.cpu_steps)
         self.iteration += 1
-        for step in self.cpu_steps:
-            self.run_step(step, it)
-            self._record_memory(step, it)
+        self._run_steps(self.cpu_steps, it)
+        return it
+
+    def run_decode_stage(self, it):
+        """The mixed operators on the decode stream (with `decode_stage`); the GPU stage
+        waits for them on the device, not on the host."""
+        self._snapshot(it.index, self.mixed_steps)
+        with torch.cuda.device(self.cuda_device), torch.cuda.stream(self.decode_stream):
+            self._run_steps(self.mixed_steps, it)
+            it.decoded = torch.cuda.Event()
+            it.decoded.record(self.decode_stream)
         return it
 
     def run_gpu_stage(self, it):
-        self._snapshot(it.index, self.gpu_steps)
+        """The GPU operators (and the mixed ones, without a decode stage) on the pipeline's
+        stream; then the iteration's outputs."""
+        steps = self.gpu_steps if self.decode_stage else self.mixed_steps + self.gpu_steps
+        self._snapshot(it.index, steps)
         if self.stream is not None:
             with torch.cuda.device(self.cuda_device), torch.cuda.stream(self.stream):
-                for step in self.gpu_steps:
-                    self.run_step(step, it)
-                    self._record_memory(step, it)
+                if it.decoded is not None:
+                    self.stream.wait_event(it.decoded)
+                    # The decoded batches are freed when this stage ends, maybe before the
+                    # stream has read them: their memory waits for this stream's work.
+                    record_on(self.stream, [b for b in it.data.values() if b.device == "gpu"])
+                self._run_steps(steps, it)
                 it.event = torch.cuda.Event()
                 it.event.record(self.stream)
         it.outputs = [it.data[key] for key in self.outputs]
         it.data = None
         return it
+
+    def run_device_stages(self, it):
+        """The decode stage (if any) and the GPU stage, one after the other."""
+        if self.decode_stage:
+            self.run_decode_stage(it)
+        return self.run_gpu_stage(it)
+
+    def _run_steps(self, steps, it):
+        for step in steps:
+            self.run_step(step, it)
+            self._record_memory(step, it)
 
     @staticmethod
     def run_step(step, it):
@@ -318,11 +351,20 @@ def hand_over(it, cuda_stream=None):
         stream = torch.cuda.current_stream(device)
     else:
         stream.wait_event(it.event)
-    for out in it.outputs:
-        if out.device == "gpu":
-            dense = out.dense_tensor()
-            for t in [dense] if dense is not None else out.as_torch_list():
-                t.record_stream(stream)
+    record_on(stream, [out for out in it.outputs if out.device == "gpu"])
+
+
+def record_on(stream, batches):
+    """Mark the memory of these GPU batches as used by `stream` (torch's caching allocator
+    then reuses it only after the stream's work queued so far): once per buffer, however
+    many samples are views of it."""
+    for batch in batches:
+        dense = batch.dense_tensor()
+        buffers = {}
+        for t in [dense] if dense is not None else batch.as_torch_list():
+            buffers.setdefault(t.untyped_storage().data_ptr(), t)
+        for t in buffers.values():
+            t.record_stream(stream)
 
 
 def as_torch_stream(cuda_stream, device):
@@ -377,7 +419,7 @@ class SyncRunner:
             self.ready.append(Failure(self.halt.error()))
             return
         try:
-            it = self.ex.run_gpu_stage(self.ex.run_cpu_stage())
+            it = self.ex.run_device_stages(self.ex.run_cpu_stage())
         except BaseException as e:  # StopIteration too: delivered in order by next()
             self.halt = Halt(e)
             self.ready.append(Failure(e))
@@ -411,14 +453,17 @@ def _close_runners():
 
 
 class AsyncRunner:
-    """A CPU-stage thread and a GPU-stage thread working ahead of the caller.
+    """A CPU-stage thread, a decode-stage thread (when the executor has a decode stage) and
+    a GPU-stage thread working ahead of the caller.
 
     `schedule()` asks for one more iteration. The CPU thread starts iterations while fewer
     than requested have started and fewer than `cpu_size` wait for (or are in) its stage;
-    the GPU thread finishes them in order while fewer than `gpu_size` finished ones wait
-    for the caller. A pipeline without GPU work finishes its iterations in the CPU thread.
-    Each party waits on its own condition (one lock), so a change wakes only who can act
-    on it: every needless wake-up costs the GIL a hand-over."""
+    the decode thread decodes the next one while at most one decoded iteration waits, so
+    it works on iteration k+1 while the GPU thread works on k; the GPU thread finishes them
+    in order while fewer than `gpu_size` finished ones wait for the caller. A pipeline
+    without GPU work finishes its iterations in the CPU thread. Each party waits on its own
+    condition (one lock), so a change wakes only who can act on it: every needless wake-up
+    costs the GIL a hand-over."""
 
     runs_ahead = True
 
@@ -427,16 +472,21 @@ class AsyncRunner:
         self.cpu_size, self.gpu_size = cpu_size, gpu_size
         self.lock = threading.Lock()
         self.cpu_turn = threading.Condition(self.lock)  # the CPU thread may start an iteration
+        self.decode_turn = threading.Condition(self.lock)  # the decode thread may decode one
         self.gpu_turn = threading.Condition(self.lock)  # the GPU thread may finish one
         self.caller_turn = threading.Condition(self.lock)  # an iteration finished
         self.requested = self.started = self.taken = self.finished = self.delivered = 0
         self.halt = None  # the StopIteration or error that stopped the CPU thread
         self.closing = self.draining = False
         self.cpu_done = collections.deque()
+        self.decoded = collections.deque()
         self.ready = collections.deque()
         self.cpu_thread = threading.Thread(target=self._cpu_loop, daemon=True, name="torchdali-cpu")
         self.cpu_thread.start()
-        self.gpu_thread = None
+        self.decode_thread = self.gpu_thread = None
+        if executor.decode_stage:
+            self.decode_thread = threading.Thread(target=self._decode_loop, daemon=True, name="torchdali-decode")
+            self.decode_thread.start()
         if executor.uses_gpu:
             self.gpu_thread = threading.Thread(target=self._gpu_loop, daemon=True, name="torchdali-gpu")
             self.gpu_thread.start()
@@ -472,7 +522,7 @@ class AsyncRunner:
                     self._finish(item)
                 else:
                     self.cpu_done.append(item)
-                    self.gpu_turn.notify()
+                    (self.decode_turn if self.decode_thread is not None else self.gpu_turn).notify()
             item = None  # a waiting thread must not keep a failure (and its traceback) alive
 
     def _finish(self, item):
@@ -480,8 +530,29 @@ class AsyncRunner:
         self.ready.append(item)
         self.caller_turn.notify_all()
 
+    def _decode_may_start(self):
+        return self.cpu_done and (self.draining or not self.decoded)
+
+    def _decode_loop(self):
+        torch.cuda.set_device(self.ex.cuda_device)
+        while True:
+            with self.lock:
+                while not self.closing and not self._decode_may_start():
+                    self.decode_turn.wait()
+                if self.closing:
+                    return
+                item = self.cpu_done.popleft()
+                self.taken += 1
+                self.cpu_turn.notify()
+            item = self._run(self.ex.run_decode_stage, item)
+            with self.lock:
+                self.decoded.append(item)
+                self.gpu_turn.notify()
+            item = None
+
     def _gpu_may_finish(self):
-        return self.cpu_done and (self.draining or self.finished - self.delivered < self.gpu_size)
+        waiting = self.decoded if self.decode_thread is not None else self.cpu_done
+        return waiting and (self.draining or self.finished - self.delivered < self.gpu_size)
 
     def _gpu_loop(self):
         torch.cuda.set_device(self.ex.cuda_device)
@@ -491,19 +562,28 @@ class AsyncRunner:
                     self.gpu_turn.wait()
                 if self.closing:
                     return
-                item = self.cpu_done.popleft()
-                self.taken += 1
-                self.cpu_turn.notify()
-            if not isinstance(item, Failure):
-                try:
-                    item = self.ex.run_gpu_stage(item)
-                except BaseException as e:
-                    item = Failure(e)
-                    with self.lock:
-                        self.halt = Halt(e)
+                if self.decode_thread is not None:
+                    item = self.decoded.popleft()
+                    self.decode_turn.notify()
+                else:
+                    item = self.cpu_done.popleft()
+                    self.taken += 1
+                    self.cpu_turn.notify()
+            item = self._run(self.ex.run_gpu_stage, item)
             with self.lock:
                 self._finish(item)
             item = None
+
+    def _run(self, stage, item):
+        """stage(item), or the Failure it raises (which halts the runner); a Failure passes."""
+        if isinstance(item, Failure):
+            return item
+        try:
+            return stage(item)
+        except BaseException as e:
+            with self.lock:
+                self.halt = Halt(e)
+            return Failure(e)
 
     def next(self):
         with self.lock:
@@ -528,6 +608,7 @@ class AsyncRunner:
         with self.lock:
             self.requested = self.started  # start nothing new
             self.draining = True  # finish what started, however many wait
+            self.decode_turn.notify()
             self.gpu_turn.notify()
             while self.finished < self.started:
                 self.caller_turn.wait()
@@ -539,8 +620,8 @@ class AsyncRunner:
     def close(self):
         with self.lock:
             self.closing = True
-            for turn in (self.cpu_turn, self.gpu_turn, self.caller_turn):
+            for turn in (self.cpu_turn, self.decode_turn, self.gpu_turn, self.caller_turn):
                 turn.notify_all()
-        for thread in (self.cpu_thread, self.gpu_thread):
+        for thread in (self.cpu_thread, self.decode_thread, self.gpu_thread):
             if thread is not None:
                 thread.join(timeout=5)

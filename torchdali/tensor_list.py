@@ -130,8 +130,8 @@ class TensorList:
         if len(shapes) and (shapes == shapes[0]).all():
             samples = flat.view((len(shapes),) + tuple(shapes[0].tolist()))
         else:
-            parts = flat.split(shapes.prod(axis=1).tolist())
-            samples = [part.view(shape) for part, shape in zip(parts, shapes.tolist())]
+            from .kernels.pack import unpack  # loads the extension on first use
+            samples = unpack(flat, shapes) if len(shapes) else []
         return TensorList.make(samples, layout, device=device, source_info=source_info)
 
     def _shape_summary(self):

@@ -7,6 +7,7 @@ import numpy as np
 import torch
 
 from . import check_samples, load_extension
+from .pack import unpack
 
 load_extension()
 
@@ -38,8 +39,9 @@ def gather_windows(images: List[torch.Tensor], windows: np.ndarray) -> Union[Lis
     inner = tuple(images[0].shape[2:])
     if (windows[:, 2:] == windows[0, 2:]).all():
         return flat.view((len(images),) + tuple(windows[0, 2:].tolist()) + inner)
-    sizes = (windows[:, 2] * windows[:, 3] * int(np.prod(inner, dtype=np.int64))).tolist()
-    return [part.view((h, w) + inner) for part, (h, w) in zip(flat.split(sizes), windows[:, 2:].tolist())]
+    shapes = np.concatenate([windows[:, 2:], np.broadcast_to(np.array(inner, np.int64), (len(windows), len(inner)))],
+                            axis=1)
+    return unpack(flat, shapes)
 
 
 def _check_images(op, images, min_dims):

@@ -1,6 +1,6 @@
-"""Batches gathered into one buffer: `torchdali::pack` (its Python face and, beside it,
-the fake kernel that lets `torch.compile` trace it) for torch tensors, and
-`gather_arrays` for NumPy arrays, which ops cannot take."""
+"""Batches gathered into one buffer: `torchdali::pack` for torch tensors and its inverse
+`torchdali::unpack` (their Python faces, and pack's fake kernel that lets `torch.compile`
+trace it; unpack is traced through to aten's views), and `gather_arrays` for NumPy arrays, which ops cannot take."""
 from typing import List, Optional, Tuple
 
 import numpy as np
@@ -10,7 +10,7 @@ from . import load_extension
 
 _C = load_extension()
 
-__all__ = ["pack", "gather_arrays"]
+__all__ = ["pack", "unpack", "gather_arrays"]
 
 
 def pack(samples: List[torch.Tensor], pin_memory: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -34,6 +34,13 @@ def _pack_fake(samples, pin_memory=False):
             f"pack: all `samples` must have the same dtype; sample 0 is {samples[0].dtype}, sample {i} is {s.dtype}"))
     total = sum(s.numel() for s in samples)
     return samples[0].new_empty((total,)), torch.empty((len(samples), ndim), dtype=torch.int64)
+
+
+def unpack(flat: torch.Tensor, shapes: np.ndarray) -> List[torch.Tensor]:
+    """The samples laid back to back in `flat` (1-D) as views of it, of the shapes in the rows
+    of `shapes` ([N, ndim]): the inverse of pack, in one C++ loop."""
+    shapes = np.asarray(shapes, np.int64)
+    return torch.ops.torchdali.unpack.default(flat, shapes.reshape(-1).tolist(), shapes.shape[1])
 
 
 def gather_arrays(arrays: List[np.ndarray]) -> Optional[torch.Tensor]:

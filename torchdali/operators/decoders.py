@@ -212,6 +212,7 @@ class ImageDecoder(Operator):
         self.dtype = types.to_torch_type(spec.args["dtype"])
         self.orient = spec.args["adjust_orientation"]
         self.skipped = 0  # running total of samples skipped with on_error="skip"
+        self.bytes_planned = False  # the input is known to be 1D uint8 (plan)
 
     def plan(self, inputs):
         """Encoded bytes (1D uint8, as far as known at build) in, HWC images of `dtype` out."""
@@ -219,6 +220,7 @@ class ImageDecoder(Operator):
         if (spec.ndim is not None and spec.ndim != 1) or (spec.dtype is not None and spec.dtype != torch.uint8):
             raise self.error(f"expected encoded bytes (1D uint8) as input, got {spec.ndim}D {spec.dtype} samples",
                              TypeError)
+        self.bytes_planned = spec.ndim == 1 and spec.dtype == torch.uint8  # no per-sample check then
         device = "gpu" if self.spec.device == "mixed" else "cpu"
         return [BatchSpec(device, self.dtype, 3, "HWC")], self.run
 
@@ -240,11 +242,12 @@ class ImageDecoder(Operator):
         """The batch's files as contiguous 1-D uint8 CPU tensors; a TypeError names a sample
         that is not encoded bytes."""
         data = batch.as_torch_list()
-        for i, d in enumerate(data):
-            if d.dim() != 1 or d.dtype != torch.uint8:
-                raise self.error(f"sample {i}: expected encoded bytes (1D uint8), got {tuple(d.shape)} {d.dtype}",
-                                 TypeError)
-        return [d.cpu().contiguous() for d in data]
+        if not self.bytes_planned:
+            for i, d in enumerate(data):
+                if d.dim() != 1 or d.dtype != torch.uint8:
+                    raise self.error(f"sample {i}: expected encoded bytes (1D uint8), got {tuple(d.shape)} "
+                                     f"{d.dtype}", TypeError)
+        return [d.contiguous() for d in data]  # a decoder's input is on the CPU
 
     def decode(self, data, errors, ctx):
         """The decoded images (HWC, on the operator's device), None where decoding failed,
