@@ -111,8 +111,9 @@ TORCH_LIBRARY(torchdali, m) {
   // Decodes JPEGs (1-D uint8 CPU tensors) on the GPU `device` with nvJPEG, each only within
   // windows[i] = (y, x, h, w) (int64 [N, 4]; the whole image is (0, 0, height, width)), to
   // interleaved RGB uint8 on the current stream: returns (flat, status), flat holding image
-  // i's window as a contiguous [h, w, 3] after those of images 0..i-1, status int32 [N] 0
-  // where image i was decoded, else nvJPEG's status code (its part of flat is unwritten).
+  // i's window as a contiguous [h, w, 3] after those of images 0..i-1, status int32 [N] -1
+  // where the hardware decoder decoded image i, 0 where the hybrid path did, else nvJPEG's
+  // (positive) status code (its part of flat is unwritten).
   // `hw_load`: the fraction of the batch for the hardware decoder, where the GPU has one.
   // Built where nvJPEG was found (csrc/nvjpeg/); jpeg_hardware_decoder says whether `device`
   // has the hardware decoder.

@@ -346,6 +346,8 @@ def test_pipeline_skip_drops_the_sample_from_every_output(files, bad_files):
     assert [images[i].source_info() for i in range(2)] == [files["baseline"], files["gray"]]
     with pytest.warns(UserWarning, match="4 skipped so far"):
         p.run()
+    (stats,) = [v for k, v in p.executor_statistics().items() if k.startswith("CPU_")]
+    assert stats == {"decoder_backend": "CPU (libjpeg-turbo, libpng, libwebp through torchvision; Pillow): 4"}
 
 
 # --- NVIDIA DALI as the oracle (CPU decoder), where installed -------------------------------
@@ -454,8 +456,12 @@ def test_mixed_pipeline(files):
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        images, _ = pipe().run()
+        p = pipe()
+        images, _ = p.run()
     assert images.at(0).is_cuda and [list(s) for s in images.shape()] == [[37, 53, 3], [37, 53, 3], [53, 37, 3]]
+    # The JPEGs on the GPU (our nvJPEG engine where built), the PNG on the CPU.
+    (stats,) = [v["decoder_backend"] for k, v in p.executor_statistics().items() if k.startswith("MIXED_")]
+    assert "nvJPEG" in stats and stats.endswith("CPU (libjpeg-turbo, libpng, libwebp through torchvision; Pillow): 1")
 
 
 def test_specs_are_planned_at_build():

@@ -105,6 +105,34 @@ def test_decode_stage_overlaps_and_matches_the_synchronous_run(tmp_path):
     assert "torchdali-decode" in {t.name for t in threading.enumerate()}
 
 
+def test_no_host_sync_on_the_gpu_path(tmp_path):
+    """Reading, decoding on the GPU, augmenting: no operation of the GPU path waits for the
+    GPU (torch's sync debug mode raises on one), when the outputs go to a CUDA stream."""
+    data = write_sample_dataset(str(tmp_path), num_images=16, min_size=120, max_size=200)
+
+    @pipeline_def(batch_size=8, num_threads=2, device_id=0, seed=2, exec_async=False, exec_pipelined=False)
+    def pipe():
+        jpegs, labels = fn.readers.file(file_root=data, random_shuffle=True)
+        images = fn.decoders.image_random_crop(jpegs, device="mixed")
+        images = fn.resize(images, size=(48, 48))
+        images = fn.crop_mirror_normalize(images, mirror=fn.random.coin_flip(), dtype=types.FLOAT)
+        return images, labels.gpu()
+
+    p = pipe()
+    p.build()
+    stream = torch.cuda.Stream()
+    p.schedule_run()
+    p.outputs(cuda_stream=stream)  # the first iteration sets everything up
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            p.schedule_run()
+            images, labels = p.outputs(cuda_stream=stream)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert images.as_torch().shape == (8, 3, 48, 48) and labels.as_torch().is_cuda
+
+
 def test_feed_input_with_gpu_arrays_of_every_kind():
     pipe = Pipeline(batch_size=2, num_threads=1, device_id=0, prefetch_queue_depth=1)
     with pipe:

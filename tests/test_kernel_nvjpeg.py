@@ -64,8 +64,14 @@ def mean_diff(a, b):
 @pytest.mark.parametrize("hw_load", [0.0, 0.5, 1.0])
 def test_whole_images_match_the_cpu_decoder(hw_load):
     windows = whole(SIZES)
-    flat, status = nvjpeg.decode_jpegs(FILES, windows, hw_load, torch.device("cuda"))
-    assert flat.is_cuda and flat.dtype == torch.uint8 and status.tolist() == [0] * len(FILES)
+    device = torch.device("cuda")
+    flat, status = nvjpeg.decode_jpegs(FILES, windows, hw_load, device)
+    status = status.tolist()
+    assert flat.is_cuda and flat.dtype == torch.uint8 and set(status) <= {nvjpeg.BY_HARDWARE, nvjpeg.BY_HYBRID}
+    if hw_load == 0.0 or not nvjpeg.has_hardware_decoder(device):
+        assert set(status) == {nvjpeg.BY_HYBRID}
+    elif hw_load == 1.0:  # baseline files: the hardware decoder's (unless it refuses an odd one)
+        assert nvjpeg.BY_HARDWARE in status
     for k, (got, blob) in enumerate(zip(split(flat, windows), FILES)):
         # Different IDCT and chroma upsampling: a few levels on average on these noisy
         # images (libjpeg-turbo smooths chroma, nvJPEG replicates it); 4:4:4 and gray closer.
@@ -81,7 +87,7 @@ def test_windows_match_decode_then_crop(hw_load):
     device = torch.device("cuda")
     full, _ = nvjpeg.decode_jpegs(FILES, whole(SIZES), hw_load, device)
     flat, status = nvjpeg.decode_jpegs(FILES, windows, hw_load, device)
-    assert status.tolist() == [0] * len(FILES)
+    assert (status <= 0).all()
     for k, (got, image, (y, x, wh, ww)) in enumerate(zip(split(flat, windows), split(full, whole(SIZES)),
                                                          windows.tolist())):
         crop = image[y:y + wh, x:x + ww]
@@ -100,7 +106,7 @@ def test_bad_files_get_a_status_and_the_rest_decodes():
     windows = whole([SIZES[0], (4, 4), SIZES[0], SIZES[1]])
     flat, status = nvjpeg.decode_jpegs(data, windows, 0.65, torch.device("cuda"))
     status = status.tolist()
-    assert status[0] == 0 and status[3] == 0 and status[1] != 0
+    assert status[0] <= 0 and status[3] <= 0 and status[1] > 0
     images = split(flat, windows)
     assert mean_diff(images[3], cpu_reference(FILES[1])) <= 6.0
 
@@ -108,7 +114,7 @@ def test_bad_files_get_a_status_and_the_rest_decodes():
 def test_window_outside_the_image_is_refused():
     windows = torch.tensor([[0, 0, SIZES[0][0] + 1, SIZES[0][1]]], dtype=torch.int64)
     _, status = nvjpeg.decode_jpegs(FILES[:1], windows, 0.0, torch.device("cuda"))
-    assert status.tolist() != [0]
+    assert status.tolist()[0] > 0
 
 
 def test_decodes_on_the_current_stream():

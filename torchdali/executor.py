@@ -329,6 +329,11 @@ class Executor:
             raise ValueError(f"feed_input: no external_source named '{name}' in this pipeline")
         step.impl.feed(data, layout)
 
+    def operator_statistics(self):
+        """The operators' own statistics, under DALI's "<DEVICE>_<name>" keys."""
+        return {f"{s.node.device.upper()}_{s.node.name}": stats for s in self.steps
+                for stats in [s.impl.statistics()] if stats}
+
     def readers(self):
         """The operators with reader metadata, by name."""
         return {s.node.name: s.impl for s in self.steps if s.impl.meta() is not None}

@@ -82,6 +82,10 @@ int pinned_free(void*, void* ptr, size_t, cudaStream_t) { return cudaFreeHost(pt
 
 nvjpegPinnedAllocatorV2_t pinned_allocator{&pinned_malloc, &pinned_free, nullptr};
 
+// The status of an image the hardware decoder decoded (the hybrid path's is 0, a failure's
+// nvJPEG's positive status code).
+constexpr int32_t kByHardware = -1;
+
 // One image's region: (y, x, h, w) in pixels.
 struct Window {
   int64_t y, x, h, w;
@@ -271,6 +275,8 @@ class Engine {
       TORCH_WARN_ONCE("decode_jpegs: the hardware JPEG decoder failed on a batch (", status_name(hardware_status),
                       "); its share goes through the hybrid path");
       decode_hybrid(data, regions, offsets, hardware, base, stream, st);
+    } else {
+      for (int64_t i : hardware) st[i] = kByHardware;
     }
     return {flat, status};
   }

@@ -10,7 +10,9 @@ from . import load_extension
 
 load_extension()
 
-__all__ = ["available", "decode_jpegs", "has_hardware_decoder"]
+__all__ = ["available", "decode_jpegs", "has_hardware_decoder", "BY_HARDWARE", "BY_HYBRID"]
+
+BY_HARDWARE, BY_HYBRID = -1, 0  # decode_jpegs' status of an image each path decoded
 
 
 def available() -> bool:
@@ -26,8 +28,9 @@ def decode_jpegs(data: List[torch.Tensor], windows: torch.Tensor, hw_load: float
     """JPEGs (1-D uint8 CPU tensors) decoded on `device`, image i only within windows[i] =
     (y, x, h, w) (int64 [N, 4]), to interleaved RGB uint8 on the current stream. Returns
     (flat, status): image i's window as a contiguous [h, w, 3] after the windows of the
-    images before it, and int32 [N] status, 0 where decoded, else nvJPEG's status code
-    (that part of `flat` is not written). `hw_load`: the hardware decoder's fraction."""
+    images before it, and int32 [N] status: BY_HARDWARE or BY_HYBRID where decoded, else
+    nvJPEG's (positive) status code (that part of `flat` is not written). `hw_load`: the
+    hardware decoder's fraction."""
     return torch.ops.torchdali.decode_jpegs.default(list(data), windows, float(hw_load), torch.device(device))
 
 

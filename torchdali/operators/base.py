@@ -270,6 +270,11 @@ class Operator:
         """Reader metadata (readers only)."""
         return None
 
+    def statistics(self):
+        """What the operator reports in Pipeline.executor_statistics() beside the memory
+        figures (e.g. the decoders' `decoder_backend`); empty for most."""
+        return {}
+
 
 class RandomOperator(Operator):
     """An operator with its own deterministic random generator."""

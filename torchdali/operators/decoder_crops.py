@@ -8,7 +8,7 @@ import torch
 from ..schema import FLOAT, Arg, register
 from .base import RandomOperator
 from .crop import CROP_ARGS, Crop
-from .decoders import DECODER_ARGS, DECODER_DEPRECATED_ARGS, ImageDecoder, cuda_device
+from .decoders import CPU_DECODER, DECODER_ARGS, DECODER_DEPRECATED_ARGS, ImageDecoder, cuda_device
 from .resize import RandomResizedCrop, pair
 from .slicing import SLICE_ARGS, SliceWindows
 from .windows import crop_windows, fit_windows, random_crop_windows, whole_images
@@ -75,6 +75,7 @@ class _DecodeThenCrop(ImageDecoder):
                 continue
             img = self.decode_one(data[i], errors, i)  # whole, on the CPU
             if img is not None:
+                self.decoded_by[CPU_DECODER] += 1
                 images[i] = img[y:y + h, x:x + w].pin_memory().to(device, non_blocking=True)
 
 @register("decoders.image_crop", devices=("cpu", "mixed"), inputs=(1, 1), aliases=("ImageDecoderCrop",),

@@ -1,6 +1,7 @@
 """Image decoding: `decoders.image` on the CPU (libjpeg-turbo/libpng/libwebp through
 torchvision, Pillow for other formats) and 'mixed' (JPEGs on the GPU: our nvJPEG engine,
 csrc/nvjpeg/, where the extension was built with it, else torchvision's batched nvJPEG)."""
+import collections
 import io
 import threading
 import warnings
@@ -23,6 +24,7 @@ except Exception:  # noqa: BLE001  (a broken torchvision install raises all sort
     _tvio = None
 
 _warned_no_torchvision = threading.Event()
+CPU_DECODER = "CPU (libjpeg-turbo, libpng, libwebp through torchvision; Pillow)"
 _JPEG_MAGIC = b"\xff\xd8\xff"
 # What torchvision decodes well; GIF (animated: 4D) and the rest go to Pillow.
 _TV_FORMATS = (_JPEG_MAGIC, b"\x89PNG", b"RIFF")
@@ -213,6 +215,7 @@ class ImageDecoder(Operator):
         self.orient = spec.args["adjust_orientation"]
         self.skipped = 0  # running total of samples skipped with on_error="skip"
         self.bytes_planned = False  # the input is known to be 1D uint8 (plan)
+        self.decoded_by = collections.Counter()  # images decoded so far, by decoder (statistics())
 
     def plan(self, inputs):
         """Encoded bytes (1D uint8, as far as known at build) in, HWC images of `dtype` out."""
@@ -254,7 +257,17 @@ class ImageDecoder(Operator):
         with the exception in `errors[i]`."""
         if self.spec.device == "mixed":
             return self._decode_mixed(data, errors, ctx)
-        return map_samples(lambda i, d: self.decode_one(d, errors, i), data, ctx)
+        failed = len(errors)
+        images = map_samples(lambda i, d: self.decode_one(d, errors, i), data, ctx)
+        self.decoded_by[CPU_DECODER] += len(data) - (len(errors) - failed)
+        return images
+
+    def statistics(self):
+        """How many images each decoder has decoded so far: the `decoder_backend` entry of
+        Pipeline.executor_statistics()."""
+        if not self.decoded_by:
+            return {}
+        return {"decoder_backend": ", ".join(f"{name}: {n}" for name, n in self.decoded_by.most_common())}
 
     def settle(self, batch, images, errors, args, ctx):
         """The output batch of `images` (one per input sample, or a dense tensor when all
@@ -320,7 +333,9 @@ class ImageDecoder(Operator):
     def _decode_rest(self, data, out, errors, ctx):
         """The files the GPU did not decode (out[i] is None), decoded on the CPU and copied."""
         rest = [i for i in range(len(data)) if out[i] is None]
+        failed = len(errors)
         host = map_samples(lambda k, i: self.decode_one(data[i], errors, i), rest, ctx)
+        self.decoded_by[CPU_DECODER] += len(rest) - (len(errors) - failed)
         device = cuda_device(ctx)
         for i, img in zip(rest, host):
             if img is not None:
@@ -340,7 +355,10 @@ class ImageDecoder(Operator):
                                                 self.spec.args["hw_decoder_load"], device)
         shapes = np.concatenate([windows[:, 2:], np.full((len(windows), 1), 3)], axis=1)
         images = TensorList.from_flat(flat, shapes).as_torch_list()
-        return [img if s == 0 else None for img, s in zip(images, status.tolist())]
+        status = status.numpy()
+        self.decoded_by["nvJPEG hardware decoder"] += int((status == self.engine.BY_HARDWARE).sum())
+        self.decoded_by["nvJPEG hybrid path"] += int((status == self.engine.BY_HYBRID).sum())
+        return [img if s <= 0 else None for img, s in zip(images, status.tolist())]
 
     def _decode_gpu(self, encoded, sizes, device):
         """JPEGs decoded on the GPU to HWC RGB uint8 (None where the decoder refuses one, e.g.
@@ -349,6 +367,7 @@ class ImageDecoder(Operator):
         if self.decodes_windows:
             return self.decode_windows(encoded, np.concatenate([np.zeros_like(sizes), sizes], axis=1), device)
         decoded = self._nvjpeg(encoded, device)
+        self.decoded_by["torchvision nvJPEG"] += sum(img is not None for img in decoded)
         # 3-channel images go CHW -> HWC in one kernel call, the others (GRAY, ANY_DATA) as views.
         rgb = [k for k, img in enumerate(decoded) if img is not None and img.shape[0] == 3]
         hwc = [None if img is None else img.permute(1, 2, 0) for img in decoded]

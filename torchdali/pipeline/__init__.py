@@ -480,11 +480,16 @@ class Pipeline:
     def executor_statistics(self):
         """Per operator ("CPU_name", "GPU_name", "MIXED_name"), the largest output sizes seen:
         real_memory_size, max_real_memory_size, reserved_memory_size and
-        max_reserved_memory_size, one entry per output. Empty unless
-        enable_memory_stats=True (and exec_dynamic=False), as in DALI."""
+        max_reserved_memory_size, one entry per output, with enable_memory_stats=True (and
+        exec_dynamic=False), as in DALI. The image decoders add `decoder_backend`: how many
+        images each decoder (nvJPEG's hardware decoder or hybrid path, torchvision, the CPU)
+        has decoded so far."""
         self.build()
         stats = self._executor.memory_stats
-        return stats.as_dict() if stats is not None else {}
+        out = stats.as_dict() if stats is not None else {}
+        for key, extra in self._executor.operator_statistics().items():
+            out[key] = {**out.get(key, {}), **extra}
+        return out
 
     def save_graph_to_dot_file(self, filename, *, show_tensors=False, show_ids=None, use_colors=False):
         """Write the operator graph in Graphviz dot format."""
