@@ -265,9 +265,8 @@ class ImageDecoder(Operator):
     def statistics(self):
         """How many images each decoder has decoded so far: the `decoder_backend` entry of
         Pipeline.executor_statistics()."""
-        if not self.decoded_by:
-            return {}
-        return {"decoder_backend": ", ".join(f"{name}: {n}" for name, n in self.decoded_by.most_common())}
+        counts = [(name, n) for name, n in self.decoded_by.most_common() if n]
+        return {"decoder_backend": ", ".join(f"{name}: {n}" for name, n in counts)} if counts else {}
 
     def settle(self, batch, images, errors, args, ctx):
         """The output batch of `images` (one per input sample, or a dense tensor when all
