@@ -5,10 +5,12 @@ image as DALI computes it; a window outside the image is an error, as in DALI.""
 import numpy as np
 import torch
 
+from .. import types
 from ..schema import FLOAT, Arg, register
 from .base import RandomOperator
 from .crop import CROP_ARGS, Crop
-from .decoders import CPU_DECODER, DECODER_ARGS, DECODER_DEPRECATED_ARGS, ImageDecoder, cuda_device
+from .decoders import (CPU_DECODER, DECODER_ARGS, DECODER_DEPRECATED_ARGS, ImageDecoder, cuda_device, place,
+                       subset)
 from .resize import RandomResizedCrop, pair
 from .slicing import SLICE_ARGS, SliceWindows
 from .windows import crop_windows, fit_windows, random_crop_windows, whole_images
@@ -41,12 +43,13 @@ class _DecodeThenCrop(ImageDecoder):
             hw[direct] = np.stack([head["height"], head["width"]], axis=1)[direct]
         errors, images = {}, [None] * n
         whole = np.flatnonzero(~direct)
-        for i, img in zip(whole.tolist(), self.decode([data[i] for i in whole], errors, ctx)):
-            images[i] = img
-        errors = {int(whole[k]): e for k, e in errors.items()}
-        kept = np.array([i for i in range(n) if i not in errors], np.int64)
         if len(whole):
+            place(images, whole, self.decode(subset(data, whole), errors, ctx))
+            errors = {int(whole[k]): e for k, e in errors.items()}
             hw[whole] = [img.shape[:2] if img is not None else (0, 0) for img in (images[i] for i in whole)]
+        failed = np.zeros(n, bool)
+        failed[list(errors)] = True
+        kept = np.flatnonzero(~failed)
         windows = np.zeros((n, 4), np.int64)
         if len(kept):
             windows[kept] = self.windows(kept.tolist(), hw[kept], inputs, args)
@@ -57,8 +60,7 @@ class _DecodeThenCrop(ImageDecoder):
             crops = gather_windows([images[i] for i in cut], windows[cut])  # one call for these
             if len(cut) == n and isinstance(crops, torch.Tensor):  # one window size: a dense batch
                 return [self.settle(batch, crops, errors, args, ctx)]
-            for i, crop in zip(cut.tolist(), crops):
-                images[i] = crop
+            place(images, cut, crops)
         fused = kept[direct[kept]]
         if len(fused):
             self._decode_fused(data, fused, windows[fused], images, errors, ctx)
@@ -68,11 +70,12 @@ class _DecodeThenCrop(ImageDecoder):
         """Windows of the files `index` decoded by our engine into images[i]; a file it
         refuses is decoded whole on the CPU (or fails there, in `errors`) and cut."""
         device = cuda_device(ctx)
-        decoded = self.decode_windows([data[i] for i in index], windows, device)
-        for i, img, (y, x, h, w) in zip(index.tolist(), decoded, windows.tolist()):
-            if img is not None:
-                images[i] = self.finish_rgb(img)
-                continue
+        decoded, refused = self.decode_windows(subset(data, index), windows, device)
+        if self.output_type != types.RGB or self.dtype != torch.uint8:
+            decoded = [None if img is None else self.finish_rgb(img) for img in decoded]
+        place(images, index, decoded)
+        for k in refused.tolist():
+            i, (y, x, h, w) = int(index[k]), windows[k].tolist()
             img = self.decode_one(data[i], errors, i)  # whole, on the CPU
             if img is not None:
                 self.decoded_by[CPU_DECODER] += 1

@@ -273,17 +273,16 @@ class ImageDecoder(Operator):
         were decoded): an error for the first sample in `errors`, or with on_error="skip" the
         batch without them (dropped from the whole iteration, with a warning counting them)."""
         device = "gpu" if self.spec.device == "mixed" else "cpu"
-        if isinstance(images, torch.Tensor):
+        if isinstance(images, torch.Tensor) or not errors:
             return TensorList.make(images, "HWC", device=device, source_info=batch.source_info)
-        if errors:
-            if args["on_error"] == "raise":
-                i = min(errors)
-                raise self._fail(batch, i, errors[i]) from errors[i]
-            self.skipped += len(errors)
-            names = [self._name(batch, i) for i in sorted(errors)]
-            ctx.warn(f"{self.name}: skipped {len(errors)} undecodable sample(s) in this batch "
-                     f"({', '.join(names)}); {self.skipped} skipped so far")
-            ctx.drop_samples(sorted(errors))
+        if args["on_error"] == "raise":
+            i = min(errors)
+            raise self._fail(batch, i, errors[i]) from errors[i]
+        self.skipped += len(errors)
+        names = [self._name(batch, i) for i in sorted(errors)]
+        ctx.warn(f"{self.name}: skipped {len(errors)} undecodable sample(s) in this batch "
+                 f"({', '.join(names)}); {self.skipped} skipped so far")
+        ctx.drop_samples(sorted(errors))
         keep = [i for i in range(len(images)) if i not in errors]
         info = [batch.source_info[i] for i in keep] if batch.source_info else None
         return TensorList.make([images[i] for i in keep], "HWC", device=device, source_info=info)
@@ -322,10 +321,12 @@ class ImageDecoder(Operator):
         if len(index):
             sizes = np.stack([head["height"], head["width"]], axis=1)[index]
             orientation = head["orientation"][index] if self.orient else np.ones(len(index), np.int64)
-            decoded = self._decode_gpu([data[i] for i in index], sizes, device)
-            for i, img, o in zip(index.tolist(), decoded, orientation.tolist()):
-                if img is not None:
-                    out[i] = self.finish_rgb(img, o)
+            decoded = self._decode_gpu(subset(data, index), sizes, device)
+            plain = self.output_type == types.RGB and self.dtype == torch.uint8
+            for k in (np.flatnonzero(orientation != 1) if plain else range(len(index))):
+                if decoded[k] is not None:  # oriented or converted; the usual case stays as it is
+                    decoded[k] = self.finish_rgb(decoded[k], int(orientation[k]))
+            place(out, index, decoded)
         self._decode_rest(data, out, errors, ctx)
         return out
 
@@ -349,7 +350,8 @@ class ImageDecoder(Operator):
 
     def decode_windows(self, data, windows, device):
         """Our engine's decode of only windows[i] = (y, x, h, w) of each JPEG of `data`: HWC
-        views of one buffer, None where the engine refuses a file."""
+        views of one buffer (None where the engine refuses a file), and the indices of the
+        refused files."""
         flat, status = self.engine.decode_jpegs(data, torch.from_numpy(np.ascontiguousarray(windows, np.int64)),
                                                 self.spec.args["hw_decoder_load"], device)
         shapes = np.concatenate([windows[:, 2:], np.full((len(windows), 1), 3)], axis=1)
@@ -357,14 +359,17 @@ class ImageDecoder(Operator):
         status = status.numpy()
         self.decoded_by["nvJPEG hardware decoder"] += int((status == self.engine.BY_HARDWARE).sum())
         self.decoded_by["nvJPEG hybrid path"] += int((status == self.engine.BY_HYBRID).sum())
-        return [img if s <= 0 else None for img, s in zip(images, status.tolist())]
+        refused = np.flatnonzero(status > 0)
+        for k in refused.tolist():
+            images[k] = None
+        return images, refused
 
     def _decode_gpu(self, encoded, sizes, device):
         """JPEGs decoded on the GPU to HWC RGB uint8 (None where the decoder refuses one, e.g.
         CMYK or a broken file: the CPU path decodes it or reports the error): our nvJPEG
         engine (see decodes_windows), else torchvision's batched nvJPEG."""
         if self.decodes_windows:
-            return self.decode_windows(encoded, np.concatenate([np.zeros_like(sizes), sizes], axis=1), device)
+            return self.decode_windows(encoded, np.concatenate([np.zeros_like(sizes), sizes], axis=1), device)[0]
         decoded = self._nvjpeg(encoded, device)
         self.decoded_by["torchvision nvJPEG"] += sum(img is not None for img in decoded)
         # 3-channel images go CHW -> HWC in one kernel call, the others (GRAY, ANY_DATA) as views.
@@ -389,6 +394,20 @@ class ImageDecoder(Operator):
                 except RuntimeError:
                     images.append(None)  # the CPU path decodes it or reports the error
             return images
+
+
+def subset(items, index):
+    """items[i] for i in `index` (the list itself when `index` is all of it)."""
+    return items if len(index) == len(items) else [items[i] for i in index]
+
+
+def place(out, index, values):
+    """out[index[k]] = values[k] (one slice assignment when `index` is all of `out`)."""
+    if len(index) == len(out):
+        out[:] = values
+    else:
+        for i, v in zip(index.tolist(), values):
+            out[i] = v
 
 
 def cuda_device(ctx):
