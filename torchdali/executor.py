@@ -502,15 +502,19 @@ class AsyncRunner:
             self.requested += 1
             self.cpu_turn.notify()
 
+    def _wait(self, turn, may):
+        """Under the lock: wait on `turn` until may() holds; False when the runner closes."""
+        while not self.closing and not may():
+            turn.wait()
+        return not self.closing
+
     def _may_start(self):
         return self.halt is None and self.started < self.requested and self.started - self.taken < self.cpu_size
 
     def _cpu_loop(self):
         while True:
             with self.lock:
-                while not self.closing and not self._may_start():
-                    self.cpu_turn.wait()
-                if self.closing:
+                if not self._wait(self.cpu_turn, self._may_start):
                     return
                 self.started += 1
             try:
@@ -542,9 +546,7 @@ class AsyncRunner:
         torch.cuda.set_device(self.ex.cuda_device)
         while True:
             with self.lock:
-                while not self.closing and not self._decode_may_start():
-                    self.decode_turn.wait()
-                if self.closing:
+                if not self._wait(self.decode_turn, self._decode_may_start):
                     return
                 item = self.cpu_done.popleft()
                 self.taken += 1
@@ -563,9 +565,7 @@ class AsyncRunner:
         torch.cuda.set_device(self.ex.cuda_device)
         while True:
             with self.lock:
-                while not self.closing and not self._gpu_may_finish():
-                    self.gpu_turn.wait()
-                if self.closing:
+                if not self._wait(self.gpu_turn, self._gpu_may_finish):
                     return
                 if self.decode_thread is not None:
                     item = self.decoded.popleft()
