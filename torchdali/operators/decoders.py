@@ -321,18 +321,18 @@ class ImageDecoder(Operator):
         if len(index):
             sizes = np.stack([head["height"], head["width"]], axis=1)[index]
             orientation = head["orientation"][index] if self.orient else np.ones(len(index), np.int64)
-            decoded = self._decode_gpu(subset(data, index), sizes, device)
+            decoded, refused = self._decode_gpu(subset(data, index), sizes, device)
             plain = self.output_type == types.RGB and self.dtype == torch.uint8
             for k in (np.flatnonzero(orientation != 1) if plain else range(len(index))):
                 if decoded[k] is not None:  # oriented or converted; the usual case stays as it is
                     decoded[k] = self.finish_rgb(decoded[k], int(orientation[k]))
             place(out, index, decoded)
-        self._decode_rest(data, out, errors, ctx)
+            to_gpu[index[refused]] = False
+        self._decode_rest(data, np.flatnonzero(~to_gpu).tolist(), out, errors, ctx)
         return out
 
-    def _decode_rest(self, data, out, errors, ctx):
-        """The files the GPU did not decode (out[i] is None), decoded on the CPU and copied."""
-        rest = [i for i in range(len(data)) if out[i] is None]
+    def _decode_rest(self, data, rest, out, errors, ctx):
+        """The files `rest`, which the GPU did not decode, decoded on the CPU and copied into out."""
         failed = len(errors)
         host = map_samples(lambda k, i: self.decode_one(data[i], errors, i), rest, ctx)
         self.decoded_by[CPU_DECODER] += len(rest) - (len(errors) - failed)
@@ -366,10 +366,11 @@ class ImageDecoder(Operator):
 
     def _decode_gpu(self, encoded, sizes, device):
         """JPEGs decoded on the GPU to HWC RGB uint8 (None where the decoder refuses one, e.g.
-        CMYK or a broken file: the CPU path decodes it or reports the error): our nvJPEG
-        engine (see decodes_windows), else torchvision's batched nvJPEG."""
+        CMYK or a broken file: the CPU path decodes it or reports the error), and the indices
+        of the refused ones: our nvJPEG engine (see decodes_windows), else torchvision's
+        batched nvJPEG."""
         if self.decodes_windows:
-            return self.decode_windows(encoded, np.concatenate([np.zeros_like(sizes), sizes], axis=1), device)[0]
+            return self.decode_windows(encoded, np.concatenate([np.zeros_like(sizes), sizes], axis=1), device)
         decoded = self._nvjpeg(encoded, device)
         self.decoded_by["torchvision nvJPEG"] += sum(img is not None for img in decoded)
         # 3-channel images go CHW -> HWC in one kernel call, the others (GRAY, ANY_DATA) as views.
@@ -379,7 +380,7 @@ class ImageDecoder(Operator):
             from ..kernels.geometry import transpose
             for k, img in zip(rgb, transpose([decoded[k] for k in rgb], [1, 2, 0])):
                 hwc[k] = img
-        return hwc
+        return hwc, np.array([k for k, img in enumerate(hwc) if img is None], np.int64)
 
     def _nvjpeg(self, encoded, device):
         """torchvision's batched GPU decode (CHW); None for the images nvJPEG refuses."""
