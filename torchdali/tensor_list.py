@@ -126,13 +126,9 @@ class TensorList:
     def from_flat(flat, shapes, layout="", device=None, source_info=None):
         """A batch of the samples laid back to back in `flat` with shapes [N, ndim]: one dense
         view when the shapes agree, else a view per sample (the inverse of `flat`)."""
-        shapes = np.asarray(shapes, np.int64).reshape(len(shapes), -1)
-        if len(shapes) and (shapes == shapes[0]).all():
-            samples = flat.view((len(shapes),) + tuple(shapes[0].tolist()))
-        else:
-            from .kernels.pack import unpack  # loads the extension on first use
-            samples = unpack(flat, shapes) if len(shapes) else []
-        return TensorList.make(samples, layout, device=device, source_info=source_info)
+        from .kernels.pack import batch_views  # loads the extension on first use
+
+        return TensorList.make(batch_views(flat, shapes), layout, device=device, source_info=source_info)
 
     def _shape_summary(self):
         shapes = sorted({tuple(s.shape) for s in self._views()})

@@ -168,8 +168,8 @@ class Worker {
   cudaEvent_t done_{};
 };
 
-// One long-lived thread that runs a task at a time: the hardware decoder's calls come from
-// it (a thread made per call would set the decoder up again each time).
+// One long-lived thread that runs a task at a time: the hardware decoder's state is made
+// and used there, as nvJPEG's hardware decoder works only on the thread that made its state.
 class TaskThread {
  public:
   TaskThread() : thread_([this] { loop(); }) {}

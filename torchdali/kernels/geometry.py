@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from . import check_samples, load_extension
-from .pack import unpack
+from .pack import batch_views
 
 load_extension()
 
@@ -36,12 +36,8 @@ def gather_windows(images: List[torch.Tensor], windows: np.ndarray) -> Union[Lis
     have one size, else a list of contiguous views of one buffer."""
     windows = np.ascontiguousarray(windows, np.int64)
     flat = torch.ops.torchdali.gather_windows.default(images, torch.from_numpy(windows))
-    inner = tuple(images[0].shape[2:])
-    if (windows[:, 2:] == windows[0, 2:]).all():
-        return flat.view((len(images),) + tuple(windows[0, 2:].tolist()) + inner)
-    shapes = np.concatenate([windows[:, 2:], np.broadcast_to(np.array(inner, np.int64), (len(windows), len(inner)))],
-                            axis=1)
-    return unpack(flat, shapes)
+    inner = np.broadcast_to(np.array(images[0].shape[2:], np.int64), (len(windows), images[0].dim() - 2))
+    return batch_views(flat, np.concatenate([windows[:, 2:], inner], axis=1))
 
 
 def _check_images(op, images, min_dims):

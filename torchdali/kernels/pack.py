@@ -1,7 +1,8 @@
 """Batches gathered into one buffer: `torchdali::pack` for torch tensors and its inverse
 `torchdali::unpack` (their Python faces, and pack's fake kernel that lets `torch.compile`
-trace it; unpack is traced through to aten's views), and `gather_arrays` for NumPy arrays, which ops cannot take."""
-from typing import List, Optional, Tuple
+trace it; unpack is traced through to aten's views), and `gather_arrays` for NumPy arrays,
+which ops cannot take."""
+from typing import List, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -10,7 +11,7 @@ from . import load_extension
 
 _C = load_extension()
 
-__all__ = ["pack", "unpack", "gather_arrays"]
+__all__ = ["pack", "unpack", "batch_views", "gather_arrays"]
 
 
 def pack(samples: List[torch.Tensor], pin_memory: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -41,6 +42,17 @@ def unpack(flat: torch.Tensor, shapes: np.ndarray) -> List[torch.Tensor]:
     of `shapes` ([N, ndim]): the inverse of pack, in one C++ loop."""
     shapes = np.asarray(shapes, np.int64)
     return torch.ops.torchdali.unpack.default(flat, shapes.reshape(-1).tolist(), shapes.shape[1])
+
+
+def batch_views(flat: torch.Tensor, shapes: np.ndarray) -> Union[torch.Tensor, List[torch.Tensor]]:
+    """The samples laid back to back in `flat`, of the shapes in the rows of `shapes`
+    ([N, ndim]): one [N, ...] view when the shapes agree, else a view per sample."""
+    shapes = np.asarray(shapes, np.int64).reshape(len(shapes), -1)
+    if not len(shapes):
+        return []
+    if (shapes == shapes[0]).all():
+        return flat.view((len(shapes),) + tuple(shapes[0].tolist()))
+    return unpack(flat, shapes)
 
 
 def gather_arrays(arrays: List[np.ndarray]) -> Optional[torch.Tensor]:
