@@ -58,6 +58,27 @@ def _nvjpeg():
     return None
 
 
+def _libjpeg_turbo():
+    """(include dir or None where the compiler finds it anyway, library dir or None) of a
+    libjpeg-turbo with cropped decoding (1.5 or later: jpeg_crop_scanline), from
+    TORCHDALI_LIBJPEG_ROOT, the Python environment, or the system; None where none is found."""
+    import sys
+
+    roots = [os.environ.get("TORCHDALI_LIBJPEG_ROOT", ""), sys.prefix, "/usr/local", "/usr"]
+    for root in filter(None, roots):
+        header = os.path.join(root, "include", "jpeglib.h")
+        if not os.path.exists(header):
+            continue
+        with open(header, errors="replace") as f:
+            if "jpeg_crop_scanline" not in f.read():
+                continue  # plain libjpeg, or libjpeg-turbo before 1.5
+        for lib in ("lib", "lib64", os.path.join("lib", f"{os.uname().machine}-linux-gnu")):
+            if glob.glob(os.path.join(root, lib, "libjpeg.so*")):
+                system = root in ("/usr", "/usr/local")  # searched by default: no -I/-L to reorder
+                return (None, None) if system else (os.path.join(root, "include"), os.path.join(root, lib))
+    return None
+
+
 def _extension():
     sources = _sources("csrc/*.cpp") + _sources("csrc/cpu/*.cpp")
     # The C++ standard is left to torch: its headers need C++17 or, from 2.10 on, C++20.
@@ -66,6 +87,15 @@ def _extension():
     # torch.set_num_threads() sets the CPU kernels' threads too.
     extra = {"cxx": ["-O3", "-fopenmp"]}
     link = ["-fopenmp"]
+    libjpeg = _libjpeg_turbo()
+    if libjpeg is None:
+        print("torchdali: libjpeg-turbo (1.5 or later, with its headers: e.g. apt install libjpeg-turbo8-dev "
+              "or libjpeg62-turbo-dev) not found; the CPU decoders decode whole images through torchvision")
+    else:  # our CPU JPEG decoder, which decodes crop windows only
+        include, libdir = libjpeg
+        sources += _sources("csrc/libjpeg/*.cpp")
+        extra["cxx"] += [f"-I{include}"] if include else []
+        link += ([f"-L{libdir}", f"-Wl,-rpath,{libdir}"] if libdir else []) + ["-ljpeg"]
     if _with_cuda():
         extra["nvcc"] = ["-O3", "--expt-relaxed-constexpr"]
         sources += _sources("csrc/cuda/*.cu")

@@ -119,6 +119,16 @@ TORCH_LIBRARY(torchdali, m) {
   // has the hardware decoder.
   m.def("decode_jpegs(Tensor[] data, Tensor windows, float hw_load, Device device) -> (Tensor, Tensor)");
   m.def("jpeg_hardware_decoder(Device device) -> bool");
+  // Decodes JPEGs (1-D uint8 CPU tensors) on the CPU with libjpeg-turbo, each only within
+  // windows[i] (as decode_jpegs), to interleaved RGB uint8 in `out` (1-D, the windows' size:
+  // image i's window as a contiguous [h, w, 3] after those of images 0..i-1). Returns the
+  // status, int32 [N]: 0 where image i was decoded, 1 where its colour space has no
+  // conversion to RGB (CMYK, YCCK), 2 where libjpeg found it corrupt or truncated, 3 where
+  // the window reaches outside it (its part of `out` is unwritten). `fast_idct`: libjpeg's
+  // fast integer IDCT (JDCT_IFAST) instead of the accurate one. `threads`: at most this
+  // many of torch's intra-op threads (0: all). Built where libjpeg-turbo was found
+  // (csrc/libjpeg/).
+  m.def("decode_jpegs_cpu(Tensor[] data, Tensor windows, bool fast_idct, int threads, Tensor(a!) out) -> Tensor");
   // Copies CPU `samples` (one dtype and number of dims, any shapes) back to back into one
   // 1-D buffer, in pinned memory when `pin_memory`; returns it and the samples' shapes as
   // int64 [N, ndim]. Serves host-to-GPU copies of a batch, and stacking a list.

@@ -28,6 +28,22 @@ def rerun_without_cuda(test_file, *pytest_args):
     assert " passed" in run.stdout and "failed" not in run.stdout
 
 
+@pytest.fixture(params=["batched", "one_by_one"])
+def cpu_jpeg_decoder(request, monkeypatch):
+    """Run a test with the CPU decoders' JPEGs decoded by our batched libjpeg-turbo decoder
+    (skipped where the extension was built without it) and, again, one by one through
+    torchvision, as where it is not built. Yields which."""
+    from torchdali.kernels import libjpeg
+    from torchdali.operators import decoders
+
+    if request.param == "batched" and not libjpeg.available():
+        pytest.skip("the extension was built without libjpeg-turbo")
+    if request.param == "one_by_one":
+        engine = decoders._jpeg_engine
+        monkeypatch.setattr(decoders, "_jpeg_engine", lambda device: engine(device) if device == "mixed" else None)
+    return request.param
+
+
 def dali_or_skip():
     """NVIDIA DALI as an oracle, where installed (CPU-only use)."""
     return pytest.importorskip("nvidia.dali")

@@ -14,6 +14,7 @@ from torchdali import schema
 from conftest import as_numpy_batch, constant_source, dali_or_skip, requires_cuda
 
 pytest.importorskip("torchdali._C", reason="the C++ extension is not built")
+pytestmark = pytest.mark.usefixtures("cpu_jpeg_decoder")  # every test with either CPU JPEG path
 
 # (height, width, EXIF orientation, format): odd sizes, a rotated JPEG (the window must be
 # taken on the upright image), a PNG whose pixels encode their coordinates.

@@ -15,10 +15,12 @@ import torchdali
 from torchdali import fn, pipeline_def, schema, types
 from torchdali.operators.base import Args, OpSpec, RunContext
 from torchdali.kernels.io import jpeg_headers
-from torchdali.operators.decoders import apply_orientation
+from torchdali.operators.decoders import CPU_DECODER, apply_orientation
 from torchdali.tensor_list import TensorList
 
 from conftest import dali_or_skip, requires_cuda
+
+pytestmark = pytest.mark.usefixtures("cpu_jpeg_decoder")  # every test with either CPU JPEG path
 
 _POOL = ThreadPoolExecutor(2)
 
@@ -330,7 +332,7 @@ def test_pipeline_error_names_the_file_and_the_pipeline_survives(files, bad_file
         p.run()
 
 
-def test_pipeline_skip_drops_the_sample_from_every_output(files, bad_files):
+def test_pipeline_skip_drops_the_sample_from_every_output(files, bad_files, cpu_jpeg_decoder):
     paths = [files["baseline"], bad_files["empty"], files["gray"], bad_files["text"]]
 
     @pipeline_def(batch_size=4, num_threads=2, device_id=None)
@@ -347,7 +349,8 @@ def test_pipeline_skip_drops_the_sample_from_every_output(files, bad_files):
     with pytest.warns(UserWarning, match="4 skipped so far"):
         p.run()
     (stats,) = [v for k, v in p.executor_statistics().items() if k.startswith("CPU_")]
-    assert stats == {"decoder_backend": "CPU (libjpeg-turbo, libpng, libwebp through torchvision; Pillow): 4"}
+    decoder = "CPU JPEG batch decoder (libjpeg-turbo)" if cpu_jpeg_decoder == "batched" else CPU_DECODER
+    assert stats == {"decoder_backend": f"{decoder}: 4"}
 
 
 # --- NVIDIA DALI as the oracle (CPU decoder), where installed -------------------------------
@@ -461,7 +464,7 @@ def test_mixed_pipeline(files):
     assert images.at(0).is_cuda and [list(s) for s in images.shape()] == [[37, 53, 3], [37, 53, 3], [53, 37, 3]]
     # The JPEGs on the GPU (our nvJPEG engine where built), the PNG on the CPU.
     (stats,) = [v["decoder_backend"] for k, v in p.executor_statistics().items() if k.startswith("MIXED_")]
-    assert "nvJPEG" in stats and stats.endswith("CPU (libjpeg-turbo, libpng, libwebp through torchvision; Pillow): 1")
+    assert "nvJPEG" in stats and stats.endswith(f"{CPU_DECODER}: 1")
 
 
 def test_specs_are_planned_at_build():

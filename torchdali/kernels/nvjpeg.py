@@ -10,9 +10,11 @@ from . import load_extension
 
 load_extension()
 
-__all__ = ["available", "decode_jpegs", "has_hardware_decoder", "BY_HARDWARE", "BY_HYBRID"]
+__all__ = ["available", "decode_jpegs", "has_hardware_decoder", "BY_HARDWARE", "BY_HYBRID", "DECODERS"]
 
 BY_HARDWARE, BY_HYBRID = -1, 0  # decode_jpegs' status of an image each path decoded
+DECODERS = {"nvJPEG hardware decoder": BY_HARDWARE, "nvJPEG hybrid path": BY_HYBRID}
+"""Each path's name (as the pipeline's statistics give it) -> its status code."""
 
 
 def available() -> bool:

@@ -9,8 +9,7 @@ from .. import types
 from ..schema import FLOAT, Arg, register
 from .base import RandomOperator
 from .crop import CROP_ARGS, Crop
-from .decoders import (CPU_DECODER, DECODER_ARGS, DECODER_DEPRECATED_ARGS, ImageDecoder, cuda_device, place,
-                       subset)
+from .decoders import CPU_DECODER, DECODER_ARGS, DECODER_DEPRECATED_ARGS, ImageDecoder, place, subset
 from .resize import RandomResizedCrop, pair
 from .slicing import SLICE_ARGS, SliceWindows
 from .windows import crop_windows, fit_windows, random_crop_windows, whole_images
@@ -27,9 +26,9 @@ _CROP_ARGS = [a for a in CROP_ARGS if a.name not in ("out_of_bounds_policy", "fi
 class _DecodeThenCrop(ImageDecoder):
     """decoders.image, then the windows ([N, 4] (y, x, h, w)) that the subclass's
     `windows(kept, hw, inputs, args)` gives for the images: `kept` are their indices in the
-    batch (undecodable samples may have been skipped), `hw` their sizes. On the GPU, our
-    engine decodes only the window of each upright JPEG, its size known from its header;
-    the other files are decoded whole and cut in one call."""
+    batch (undecodable samples may have been skipped), `hw` their sizes. Our engine (CPU or
+    GPU) decodes only the window of each upright JPEG, its size known from its header; the
+    other files are decoded whole and cut in one call."""
 
     def run(self, inputs, args, ctx):
         batch = inputs[0]
@@ -37,9 +36,9 @@ class _DecodeThenCrop(ImageDecoder):
         n = len(data)
         hw = np.zeros((n, 2), np.int64)
         direct = np.zeros(n, bool)  # decoded within the window only
-        if self.spec.device == "mixed" and self.decodes_windows:
-            head, to_gpu = self.gpu_jpegs(data)
-            direct = to_gpu & ((head["orientation"] == 1) | (not self.orient))
+        if self.decodes_windows:
+            head, batched = self.batched_jpegs(data)
+            direct = batched & ((head["orientation"] == 1) | (not self.orient))
             hw[direct] = np.stack([head["height"], head["width"]], axis=1)[direct]
         errors, images = {}, [None] * n
         whole = np.flatnonzero(~direct)
@@ -68,9 +67,8 @@ class _DecodeThenCrop(ImageDecoder):
 
     def _decode_fused(self, data, index, windows, images, errors, ctx):
         """Windows of the files `index` decoded by our engine into images[i]; a file it
-        refuses is decoded whole on the CPU (or fails there, in `errors`) and cut."""
-        device = cuda_device(ctx)
-        decoded, refused = self.decode_windows(subset(data, index), windows, device)
+        refuses is decoded whole by torchvision (or fails there, in `errors`) and cut."""
+        decoded, refused = self.decode_windows(subset(data, index), windows, ctx)
         if self.output_type != types.RGB or self.dtype != torch.uint8:
             decoded = [None if img is None else self.finish_rgb(img) for img in decoded]
         place(images, index, decoded)
@@ -79,7 +77,7 @@ class _DecodeThenCrop(ImageDecoder):
             img = self.decode_one(data[i], errors, i)  # whole, on the CPU
             if img is not None:
                 self.decoded_by[CPU_DECODER] += 1
-                images[i] = img[y:y + h, x:x + w].pin_memory().to(device, non_blocking=True)
+                images[i] = self.on_device(img[y:y + h, x:x + w].contiguous(), ctx)
 
 @register("decoders.image_crop", devices=("cpu", "mixed"), inputs=(1, 1), aliases=("ImageDecoderCrop",),
           deprecated_args=DECODER_DEPRECATED_ARGS,

@@ -1,6 +1,8 @@
-"""Image decoding: `decoders.image` on the CPU (libjpeg-turbo/libpng/libwebp through
-torchvision, Pillow for other formats) and 'mixed' (JPEGs on the GPU: our nvJPEG engine,
-csrc/nvjpeg/, where the extension was built with it, else torchvision's batched nvJPEG)."""
+"""Image decoding: `decoders.image` on the CPU (JPEGs by our libjpeg-turbo engine,
+csrc/libjpeg/, where the extension was built with it; the rest, and JPEGs it refuses,
+through torchvision's libjpeg-turbo/libpng/libwebp, Pillow for other formats) and 'mixed'
+(JPEGs on the GPU: our nvJPEG engine, csrc/nvjpeg/, where the extension was built with it,
+else torchvision's batched nvJPEG)."""
 import collections
 import io
 import threading
@@ -13,6 +15,7 @@ from .. import types
 from ..schema import BOOL, DTYPE, FLOAT, IMAGE_TYPE, INT, STR, Arg, register
 from ..tensor_list import TensorList
 from .base import BatchSpec, Operator, map_samples
+from .buffers import RecycledBuffers
 
 # torchvision 0.29 deprecates its image codecs in favour of TorchCodec; they still work,
 # and saying so on every decoded image helps nobody.
@@ -24,7 +27,7 @@ except Exception:  # noqa: BLE001  (a broken torchvision install raises all sort
     _tvio = None
 
 _warned_no_torchvision = threading.Event()
-CPU_DECODER = "CPU (libjpeg-turbo, libpng, libwebp through torchvision; Pillow)"
+CPU_DECODER = "CPU, one image at a time (torchvision's libjpeg-turbo, libpng, libwebp; Pillow)"
 _JPEG_MAGIC = b"\xff\xd8\xff"
 # What torchvision decodes well; GIF (animated: 4D) and the rest go to Pillow.
 _TV_FORMATS = (_JPEG_MAGIC, b"\x89PNG", b"RIFF")
@@ -59,12 +62,13 @@ def _decode_pillow(data, output_type, orient):
     return torch.from_numpy(arr.copy()).permute(2, 0, 1)
 
 
-def _gpu_engine():
-    """Our GPU JPEG decoder's module (torchdali.kernels.nvjpeg) where the extension has it,
-    else None (torchvision's nvJPEG decodes)."""
-    from ..kernels import nvjpeg  # loads the extension on first use
+def _jpeg_engine(device):
+    """Our JPEG decoder's module for `device` ('mixed': torchdali.kernels.nvjpeg, 'cpu':
+    torchdali.kernels.libjpeg) where the extension has it, else None (torchvision decodes)."""
+    from ..kernels import libjpeg, nvjpeg  # loads the extension on first use
 
-    return nvjpeg if nvjpeg.available() else None
+    engine = nvjpeg if device == "mixed" else libjpeg
+    return engine if engine.available() else None
 
 
 def decode_cpu(data, output_type, orient=True):
@@ -172,8 +176,8 @@ DECODER_ARGS = [
     Arg("on_error", STR, "raise", "A file that can't be decoded: 'raise' an error naming it, or "
         "'skip' it (the sample leaves the iteration, with a warning counting skipped files).",
         choices=("raise", "skip")),
-    Arg("use_fast_idct", BOOL, False, "libjpeg-turbo's fast IDCT, which torchvision doesn't "
-        "expose: accepted, no effect."),
+    Arg("use_fast_idct", BOOL, False, "CPU: libjpeg-turbo's fast integer IDCT (a little faster, a "
+        "little less accurate) in our CPU JPEG decoder; no effect where torchvision decodes."),
     Arg("hw_decoder_load", FLOAT, 1.0, "'mixed': the fraction of each batch's JPEGs given to the GPU's "
         "hardware decoder (A100, H100, H200 ...), the rest decoded on the hybrid path (Huffman on the "
         "CPU threads, IDCT on the GPU). DALI's default is 0.65; here the hardware decoder alone measured "
@@ -200,12 +204,14 @@ DECODER_DEPRECATED_ARGS = {"split_stages": None, "use_chunk_allocator": None, "m
           deprecated_args=DECODER_DEPRECATED_ARGS, args=DECODER_ARGS)
 class ImageDecoder(Operator):
     """Decode JPEG, PNG, WebP and the other formats Pillow reads (BMP, TIFF, PNM, ...)
-    into HWC images, following EXIF orientation. 'mixed' decodes JPEGs in one batched
-    nvJPEG call on the GPU; other formats are decoded on the CPU and copied."""
+    into HWC images, following EXIF orientation. JPEGs are decoded in one batched call
+    (libjpeg-turbo on the CPU threads, or nvJPEG on the GPU for 'mixed'); other formats are
+    decoded one by one on the CPU (and copied to the GPU for 'mixed')."""
 
     def __init__(self, spec):
         super().__init__(spec)
-        self.engine = _gpu_engine() if spec.device == "mixed" else None
+        self.engine = _jpeg_engine(spec.device)
+        self.buffers = RecycledBuffers()  # the CPU engine's output batches
         if spec.device == "mixed" and _tvio is None and (
                 self.engine is None or spec.args["output_type"] in (types.GRAY, types.ANY_DATA)):
             raise RuntimeError(f"{spec.schema.name}: device='mixed' needs torchvision (with CUDA) for nvJPEG "
@@ -255,12 +261,11 @@ class ImageDecoder(Operator):
     def decode(self, data, errors, ctx):
         """The decoded images (HWC, on the operator's device), None where decoding failed,
         with the exception in `errors[i]`."""
-        if self.spec.device == "mixed":
-            return self._decode_mixed(data, errors, ctx)
-        failed = len(errors)
-        images = map_samples(lambda i, d: self.decode_one(d, errors, i), data, ctx)
-        self.decoded_by[CPU_DECODER] += len(data) - (len(errors) - failed)
-        return images
+        if self.spec.device == "mixed" or self.decodes_windows:
+            return self._decode_batch(data, errors, ctx)
+        out = [None] * len(data)
+        self._decode_rest(data, list(range(len(data))), out, errors, ctx)
+        return out
 
     def statistics(self):
         """How many images each decoder has decoded so far: the `decoder_backend` entry of
@@ -296,15 +301,16 @@ class ImageDecoder(Operator):
             errors[i] = e
             return None
 
-    def gpu_jpegs(self, data):
+    def batched_jpegs(self, data):
         """The files' JPEG headers (JPEG_FIELDS -> one array each, one C++ call for the batch)
-        and which files the GPU decodes: JPEGs that end with their EOI marker (truncated ones
-        go to the CPU, for libjpeg's error) and, with jpeg_fancy_upsampling, are not chroma
-        subsampled. Other formats are decoded on the CPU and copied."""
+        and which files go to the batched decoder: JPEGs that end with their EOI marker
+        (truncated ones go one by one to torchvision, for libjpeg's error) and, on the GPU
+        with jpeg_fancy_upsampling, are not chroma subsampled. Other formats are decoded one
+        by one on the CPU."""
         from ..kernels.io import JPEG_FIELDS, jpeg_headers  # loads the extension on first use
 
         head = dict(zip(JPEG_FIELDS, jpeg_headers(data).numpy().T))
-        fancy = bool(self.spec.args["jpeg_fancy_upsampling"])
+        fancy = self.spec.device == "mixed" and bool(self.spec.args["jpeg_fancy_upsampling"])
         return head, (head["is_jpeg"] == 1) & (head["complete"] == 1) & ~((head["subsampled"] == 1) & fancy)
 
     @property
@@ -313,33 +319,37 @@ class ImageDecoder(Operator):
         (GRAY and ANY_DATA, which keep a grayscale file's one channel, go through torchvision)."""
         return self.engine is not None and self.output_type not in (types.GRAY, types.ANY_DATA)
 
-    def _decode_mixed(self, data, errors, ctx):
-        device = cuda_device(ctx)
+    def _decode_batch(self, data, errors, ctx):
+        """decode() with the JPEGs decoded in one batched call (batched_jpegs)."""
         out = [None] * len(data)
-        head, to_gpu = self.gpu_jpegs(data)
-        index = np.flatnonzero(to_gpu)
+        head, batched = self.batched_jpegs(data)
+        index = np.flatnonzero(batched)
         if len(index):
             sizes = np.stack([head["height"], head["width"]], axis=1)[index]
             orientation = head["orientation"][index] if self.orient else np.ones(len(index), np.int64)
-            decoded, refused = self._decode_gpu(subset(data, index), sizes, device)
+            decoded, refused = self._decode_jpegs(subset(data, index), sizes, ctx)
             plain = self.output_type == types.RGB and self.dtype == torch.uint8
             for k in (np.flatnonzero(orientation != 1) if plain else range(len(index))):
                 if decoded[k] is not None:  # oriented or converted; the usual case stays as it is
                     decoded[k] = self.finish_rgb(decoded[k], int(orientation[k]))
             place(out, index, decoded)
-            to_gpu[index[refused]] = False
-        self._decode_rest(data, np.flatnonzero(~to_gpu).tolist(), out, errors, ctx)
+            batched[index[refused]] = False
+        self._decode_rest(data, np.flatnonzero(~batched).tolist(), out, errors, ctx)
         return out
 
     def _decode_rest(self, data, rest, out, errors, ctx):
-        """The files `rest`, which the GPU did not decode, decoded on the CPU and copied into out."""
+        """The files `rest`, which no batched decoder decoded, decoded one by one on the CPU
+        (across the pipeline's threads) into out (copied to the GPU for 'mixed')."""
         failed = len(errors)
         host = map_samples(lambda k, i: self.decode_one(data[i], errors, i), rest, ctx)
         self.decoded_by[CPU_DECODER] += len(rest) - (len(errors) - failed)
-        device = cuda_device(ctx)
         for i, img in zip(rest, host):
             if img is not None:
-                out[i] = img.pin_memory().to(device, non_blocking=True)
+                out[i] = self.on_device(img, ctx)
+
+    def on_device(self, img, ctx):
+        """An image decoded on the CPU, on this operator's output device."""
+        return img.pin_memory().to(cuda_device(ctx), non_blocking=True) if self.spec.device == "mixed" else img
 
     def finish_rgb(self, img, orientation=1):
         """A GPU-decoded HWC RGB uint8 image as this operator outputs it: the usual case as
@@ -348,30 +358,36 @@ class ImageDecoder(Operator):
             return img
         return finish(apply_orientation(img.permute(2, 0, 1), orientation), self.output_type, self.dtype)
 
-    def decode_windows(self, data, windows, device):
+    def decode_windows(self, data, windows, ctx):
         """Our engine's decode of only windows[i] = (y, x, h, w) of each JPEG of `data`: HWC
         views of one buffer (None where the engine refuses a file), and the indices of the
         refused files."""
-        flat, status = self.engine.decode_jpegs(data, torch.from_numpy(np.ascontiguousarray(windows, np.int64)),
-                                                self.spec.args["hw_decoder_load"], device)
-        shapes = np.concatenate([windows[:, 2:], np.full((len(windows), 1), 3)], axis=1)
+        windows = torch.from_numpy(np.ascontiguousarray(windows, np.int64))
+        if self.spec.device == "mixed":
+            flat, status = self.engine.decode_jpegs(data, windows, self.spec.args["hw_decoder_load"],
+                                                    cuda_device(ctx))
+        else:
+            out = self.buffers.take(self.engine.window_bytes(windows))
+            flat, status = self.engine.decode_jpegs(data, windows, self.spec.args["use_fast_idct"], ctx.num_threads,
+                                                    out)
+        shapes = np.concatenate([windows[:, 2:].numpy(), np.full((len(windows), 1), 3)], axis=1)
         images = TensorList.from_flat(flat, shapes).as_torch_list()
         status = status.numpy()
-        self.decoded_by["nvJPEG hardware decoder"] += int((status == self.engine.BY_HARDWARE).sum())
-        self.decoded_by["nvJPEG hybrid path"] += int((status == self.engine.BY_HYBRID).sum())
+        for name, code in self.engine.DECODERS.items():
+            self.decoded_by[name] += int((status == code).sum())
         refused = np.flatnonzero(status > 0)
         for k in refused.tolist():
             images[k] = None
         return images, refused
 
-    def _decode_gpu(self, encoded, sizes, device):
-        """JPEGs decoded on the GPU to HWC RGB uint8 (None where the decoder refuses one, e.g.
-        CMYK or a broken file: the CPU path decodes it or reports the error), and the indices
-        of the refused ones: our nvJPEG engine (see decodes_windows), else torchvision's
-        batched nvJPEG."""
+    def _decode_jpegs(self, encoded, sizes, ctx):
+        """JPEGs decoded whole to HWC RGB uint8 on the operator's device (None where the
+        decoder refuses one, e.g. CMYK or a broken file: torchvision decodes it or reports the
+        error), and the indices of the refused ones: our engine (see decodes_windows), else
+        torchvision's batched nvJPEG."""
         if self.decodes_windows:
-            return self.decode_windows(encoded, np.concatenate([np.zeros_like(sizes), sizes], axis=1), device)
-        decoded = self._nvjpeg(encoded, device)
+            return self.decode_windows(encoded, np.concatenate([np.zeros_like(sizes), sizes], axis=1), ctx)
+        decoded = self._nvjpeg(encoded, cuda_device(ctx))
         self.decoded_by["torchvision nvJPEG"] += sum(img is not None for img in decoded)
         # 3-channel images go CHW -> HWC in one kernel call, the others (GRAY, ANY_DATA) as views.
         rgb = [k for k, img in enumerate(decoded) if img is not None and img.shape[0] == 3]
