@@ -21,7 +21,7 @@ import time
 import numpy as np
 import torch
 
-from torchdali.kernels.io import JPEG_FIELDS, jpeg_headers
+from torchdali.kernels.io import JPEG_FIELDS, EncodedFiles, jpeg_headers
 from torchdali.operators.windows import random_crop_windows
 from torchdali.sample_data import write_photo_dataset
 
@@ -132,9 +132,10 @@ def gpu_rows(batches, whole, crops, args):
     device = torch.device("cuda", torch.cuda.current_device())
     print(f"GPU: {torch.cuda.get_device_name()}; hardware decoder: {nvjpeg.has_hardware_decoder(device)}")
     index = {id(b): k for k, b in enumerate(batches)}
+    packed = [EncodedFiles.of(b) for b in batches]  # one buffer a batch, as readers.file gives it
 
     def engine(windows, load):
-        return lambda b: nvjpeg.decode_jpegs(b, windows[index[id(b)]], load, device)
+        return lambda b: nvjpeg.decode_jpegs(packed[index[id(b)]], windows[index[id(b)]], load, device)
 
     rows = [("torchvision decode_jpeg (cuda)", lambda b: tvio.decode_jpeg(b, device=device))]
     loads = [float(v) for v in args.loads.split(",")]
@@ -181,12 +182,13 @@ def cpu_rows(batches, whole, crops, args, pool):
         from torchdali.operators.buffers import RecycledBuffers
 
         index = {id(b): k for k, b in enumerate(batches)}
+        packed = [EncodedFiles.of(b) for b in batches]  # one buffer a batch, as readers.file gives it
         buffers = RecycledBuffers()  # as the decoders recycle their output buffers
 
         def engine(windows):
             def run(b):
                 w = windows[index[id(b)]]
-                return libjpeg.decode_jpegs(b, w, out=buffers.take(libjpeg.window_bytes(w)))
+                return libjpeg.decode_jpegs(packed[index[id(b)]], w, out=buffers.take(libjpeg.window_bytes(w)))
             return run
 
         for what, windows in (("whole", whole), ("random crop", crops)):

@@ -99,16 +99,19 @@ TORCH_LIBRARY(torchdali, m) {
   m.def(
       "separable_conv(Tensor[] images, Tensor windows, int[] window_sizes, int first_axis, "
       "int num_axes, ScalarType out_dtype) -> Tensor[]");
-  // Reads whole files: one 1-D uint8 tensor per path, in order, the reads spread over the
-  // intra-op threads. A file that cannot be opened or read fails the call with its path and
-  // the reason. Serves readers.file.
-  m.def("read_files(str[] paths) -> Tensor[]");
-  // Reads the headers of encoded files (1-D uint8 CPU tensors): one int64 row per file of
+  // Reads whole files into one 1-D uint8 buffer, back to back in order, the reads spread
+  // over the intra-op threads; returns it and the files' sizes (int64 [N]). A file that
+  // cannot be opened or read fails the call with its path and the reason. Serves
+  // readers.file.
+  m.def("read_files(str[] paths) -> (Tensor, Tensor)");
+  // The decoding ops take a batch of encoded files as one 1-D uint8 CPU buffer `data` and
+  // their spans in it, int64 [N, 2] (offset, size) (csrc/encoded.h).
+  // Reads the headers of encoded files (data, spans): one int64 row per file of
   // (is a JPEG, ends with its EOI marker, EXIF orientation 1-8, chroma subsampled, height,
   // width), from the marker segments before the image data; a field not found keeps its
   // default (1, 1, 0, 0). Parsed on the intra-op threads. Serves the image decoders.
-  m.def("jpeg_headers(Tensor[] data) -> Tensor");
-  // Decodes JPEGs (1-D uint8 CPU tensors) on the GPU `device` with nvJPEG, each only within
+  m.def("jpeg_headers(Tensor data, Tensor spans) -> Tensor");
+  // Decodes JPEGs (data, spans) on the GPU `device` with nvJPEG, each only within
   // windows[i] = (y, x, h, w) (int64 [N, 4]; the whole image is (0, 0, height, width)), to
   // interleaved RGB uint8 on the current stream: returns (flat, status), flat holding image
   // i's window as a contiguous [h, w, 3] after those of images 0..i-1, status int32 [N] -1
@@ -117,9 +120,9 @@ TORCH_LIBRARY(torchdali, m) {
   // `hw_load`: the fraction of the batch for the hardware decoder, where the GPU has one.
   // Built where nvJPEG was found (csrc/nvjpeg/); jpeg_hardware_decoder says whether `device`
   // has the hardware decoder.
-  m.def("decode_jpegs(Tensor[] data, Tensor windows, float hw_load, Device device) -> (Tensor, Tensor)");
+  m.def("decode_jpegs(Tensor data, Tensor spans, Tensor windows, float hw_load, Device device) -> (Tensor, Tensor)");
   m.def("jpeg_hardware_decoder(Device device) -> bool");
-  // Decodes JPEGs (1-D uint8 CPU tensors) on the CPU with libjpeg-turbo, each only within
+  // Decodes JPEGs (data, spans) on the CPU with libjpeg-turbo, each only within
   // windows[i] (as decode_jpegs), to interleaved RGB uint8 in `out` (1-D, the windows' size:
   // image i's window as a contiguous [h, w, 3] after those of images 0..i-1). Returns the
   // status, int32 [N]: 0 where image i was decoded, 1 where its colour space has no
@@ -128,7 +131,9 @@ TORCH_LIBRARY(torchdali, m) {
   // fast integer IDCT (JDCT_IFAST) instead of the accurate one. `threads`: at most this
   // many of torch's intra-op threads (0: all). Built where libjpeg-turbo was found
   // (csrc/libjpeg/).
-  m.def("decode_jpegs_cpu(Tensor[] data, Tensor windows, bool fast_idct, int threads, Tensor(a!) out) -> Tensor");
+  m.def(
+      "decode_jpegs_cpu(Tensor data, Tensor spans, Tensor windows, bool fast_idct, int threads, Tensor(a!) out) -> "
+      "Tensor");
   // Copies CPU `samples` (one dtype and number of dims, any shapes) back to back into one
   // 1-D buffer, in pinned memory when `pin_memory`; returns it and the samples' shapes as
   // int64 [N, ndim]. Serves host-to-GPU copies of a batch, and stacking a list.

@@ -64,6 +64,7 @@ def test_pillow_fallback_without_torchvision(tmp_path, monkeypatch):
     Image.new("RGB", (5, 3), (10, 20, 30)).save(tmp_path / "a.jpg", quality=100)
     monkeypatch.setattr(decoders, "_tvio", None)
     monkeypatch.setattr(decoders, "_warned_no_torchvision", decoders.threading.Event())
+    monkeypatch.setattr(decoders, "_jpeg_engine", lambda device: None)  # an extension built without our decoders
 
     @pipeline_def(batch_size=1, num_threads=1, device_id=None)
     def pipe(device):
@@ -77,6 +78,5 @@ def test_pillow_fallback_without_torchvision(tmp_path, monkeypatch):
         warnings.simplefilter("error")
         pipe("cpu").run()  # warned once only
     monkeypatch.setattr(decoders.torch.cuda, "is_available", lambda: True)  # reach the operator's own check
-    monkeypatch.setattr(decoders, "_gpu_engine", lambda: None)  # an extension built without our GPU decoder
     with pytest.raises(RuntimeError, match="device='mixed' needs torchvision"):
         pipe("mixed", device_id=0).build()

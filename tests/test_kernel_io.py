@@ -24,14 +24,15 @@ def files(tmp_path):
 
 def test_contents_in_order(files):
     order = files[::-1] + files  # repeated paths too
-    outs = read_files(order)
-    assert len(outs) == len(order)
-    for path, out in zip(order, outs):
+    got = read_files(order)
+    assert len(got) == len(order) and got.data.dtype == torch.uint8 and got.data.dim() == 1
+    for i, path in enumerate(order):
         with open(path, "rb") as f:
             expected = f.read()
-        assert out.dtype == torch.uint8 and out.dim() == 1 and out.is_contiguous()
-        assert out.numpy().tobytes() == expected
-    assert read_files([]) == []
+        assert got.file(i).numpy().tobytes() == expected
+    assert got.data.numel() == sum(os.path.getsize(p) for p in order)  # back to back, nothing between
+    empty = read_files([])
+    assert len(empty) == 0 and empty.data.numel() == 0
 
 
 @pytest.mark.parametrize("bad", ["missing", "directory"])
@@ -77,11 +78,13 @@ def test_opcheck(files):
 
 def test_torch_compile_fullgraph(files):
     def f(paths):
-        return [t.sum(dtype=torch.int64) for t in read_files(paths)]
+        got = read_files(paths)
+        return got.data.sum(dtype=torch.int64), got.spans
 
     torch._dynamo.reset()
-    got = torch.compile(f, fullgraph=True, backend="aot_eager")(files)
-    assert [int(x) for x in got] == [int(t.sum(dtype=torch.int64)) for t in read_files(files)]
+    total, spans = torch.compile(f, fullgraph=True, backend="aot_eager")(files)
+    expected = read_files(files)
+    assert int(total) == int(expected.data.sum(dtype=torch.int64)) and torch.equal(spans, expected.spans)
 
 
 # --- torchdali::jpeg_headers against a plain Python parser -------------------------------
@@ -173,8 +176,13 @@ def test_jpeg_headers_match_the_reference_on_real_and_damaged_files():
 
 
 def test_jpeg_headers_bad_input_and_opcheck():
-    from torchdali.kernels.io import jpeg_headers
+    from torchdali.kernels.io import EncodedFiles, jpeg_headers
     with pytest.raises(ValueError, match="sample 1 must be encoded bytes"):
         jpeg_headers([torch.zeros(4, dtype=torch.uint8), torch.zeros(2, 2, dtype=torch.uint8)])
+    with pytest.raises(ValueError, match=r"jpeg_headers: `data` must be a 1-D uint8 CPU tensor"):
+        torch.ops.torchdali.jpeg_headers.default(torch.zeros(4), torch.zeros((1, 2), dtype=torch.int64))
+    with pytest.raises(ValueError, match=r"jpeg_headers: file 1's span \(2, 3\) lies outside `data` \(4 bytes\)"):
+        torch.ops.torchdali.jpeg_headers.default(torch.zeros(4, dtype=torch.uint8), torch.tensor([[0, 2], [2, 3]]))
     blob = torch.frombuffer(bytearray(jpeg_bytes(11, 5, 3)), dtype=torch.uint8)
-    torch.library.opcheck(torch.ops.torchdali.jpeg_headers.default, ([blob, blob[:100]],))
+    files = EncodedFiles.of([blob, blob[:100]])
+    torch.library.opcheck(torch.ops.torchdali.jpeg_headers.default, (files.data, files.spans))

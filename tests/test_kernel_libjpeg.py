@@ -13,6 +13,7 @@ from PIL import Image
 pytest.importorskip("torchdali._C", reason="the C++ extension is not built")
 from torchdali import types  # noqa: E402
 from torchdali.kernels import libjpeg  # noqa: E402
+from torchdali.kernels.io import EncodedFiles  # noqa: E402
 from torchdali.operators.decoders import decode_cpu  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not libjpeg.available(), reason="built without libjpeg-turbo")
@@ -141,7 +142,7 @@ def test_bad_arguments_name_the_operator():
         libjpeg.decode_jpegs(FILES[:2], whole(SIZES[:1]))
     with pytest.raises(RuntimeError, match=r"decode_jpegs_cpu: windows\[0\] = \(-1, 0, 3, 3\) has a negative"):
         libjpeg.decode_jpegs(FILES[:1], torch.tensor([(-1, 0, 3, 3)]))
-    with pytest.raises(RuntimeError, match=r"decode_jpegs_cpu: data\[0\] must be a 1-D uint8 CPU tensor"):
+    with pytest.raises(ValueError, match=r"sample 0 must be encoded bytes \(a 1D uint8 CPU tensor\)"):
         libjpeg.decode_jpegs([FILES[0].float()], whole(SIZES[:1]))
     flat, status = libjpeg.decode_jpegs([], torch.zeros((0, 4), dtype=torch.int64))
     assert flat.numel() == 0 and status.numel() == 0
@@ -162,5 +163,7 @@ def test_decodes_into_a_given_buffer():
 def test_opcheck():
     windows = whole(SIZES[:3])
     out = torch.empty(libjpeg.window_bytes(windows), dtype=torch.uint8)
-    torch.library.opcheck(torch.ops.torchdali.decode_jpegs_cpu.default, (FILES[:3], windows, False, 2, out),
+    files = EncodedFiles.of(FILES[:3])
+    torch.library.opcheck(torch.ops.torchdali.decode_jpegs_cpu.default,
+                          (files.data, files.spans, windows, False, 2, out),
                           test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))

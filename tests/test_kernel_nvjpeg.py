@@ -13,6 +13,7 @@ from conftest import requires_cuda
 
 pytest.importorskip("torchdali._C", reason="the C++ extension is not built")
 from torchdali.kernels import nvjpeg  # noqa: E402
+from torchdali.kernels.io import EncodedFiles  # noqa: E402
 from torchdali.operators.decoders import decode_cpu  # noqa: E402
 from torchdali import types  # noqa: E402
 
@@ -132,8 +133,11 @@ def test_decodes_on_the_current_stream():
 def test_bad_arguments():
     with pytest.raises(RuntimeError, match="windows.*int64 CPU tensor"):
         nvjpeg.decode_jpegs(FILES[:2], whole(SIZES[:1]), 0.5, torch.device("cuda"))
-    with pytest.raises(RuntimeError, match=r"data\[1\] must be a 1-D uint8 CPU tensor"):
+    with pytest.raises(ValueError, match=r"sample 1 must be encoded bytes \(a 1D uint8 CPU tensor\)"):
         nvjpeg.decode_jpegs([FILES[0], FILES[1].view(1, -1)], whole(SIZES[:2]), 0.5, torch.device("cuda"))
+    with pytest.raises(ValueError, match=r"decode_jpegs: file 0's span \(0, 9\) lies outside `data` \(4 bytes\)"):
+        nvjpeg.decode_jpegs(EncodedFiles(FILES[0][:4], torch.tensor([[0, 9]])), whole(SIZES[:1]), 0.5,
+                            torch.device("cuda"))
 
 
 def test_hardware_decoder_query():
@@ -141,6 +145,7 @@ def test_hardware_decoder_query():
 
 
 def test_opcheck():
+    files = EncodedFiles.of(FILES[:3])
     torch.library.opcheck(torch.ops.torchdali.decode_jpegs.default,
-                          (FILES[:3], whole(SIZES[:3]), 0.5, torch.device("cuda")),
+                          (files.data, files.spans, whole(SIZES[:3]), 0.5, torch.device("cuda")),
                           test_utils=("test_schema", "test_autograd_registration"))

@@ -61,6 +61,22 @@ def test_dense_input_stays_one_tensor():
     assert tl.as_torch() is batch and tl.at(2).tolist() == [8, 9, 10, 11]
 
 
+def test_a_batch_from_a_flat_buffer_keeps_it():
+    """Ragged samples laid back to back stay one buffer (flat() gives it back, no copy);
+    views per sample are made when asked for; agreeing shapes make one dense view."""
+    flat = torch.arange(2 * 3 + 4 + 0, dtype=torch.uint8)
+    batch = TensorList.from_flat(flat, np.array([[2, 3], [4, 1], [0, 5]]), layout="HW", source_info=["a", "b", "c"])
+    assert len(batch) == 3 and batch.dtype == types.UINT8 and not batch.is_dense_tensor()
+    assert batch.shape() == [[2, 3], [4, 1], [0, 5]] and batch.sample_shapes().tolist() == batch.shape()
+    got, shapes = batch.flat()
+    assert got is flat and shapes.tolist() == [[2, 3], [4, 1], [0, 5]]
+    views = batch.as_torch_list()
+    assert [v.data_ptr() - flat.data_ptr() for v in views[:2]] == [0, 6] and views[1].flatten().tolist() == [6, 7, 8, 9]
+    assert batch.sample(0).tolist() == [[0, 1, 2], [3, 4, 5]] and batch[1].source_info() == "b"
+    dense = TensorList.from_flat(flat[:8], np.array([[2, 2], [2, 2]]))
+    assert dense.is_dense_tensor() and dense.as_torch().data_ptr() == flat.data_ptr()
+
+
 def test_conversion_of_user_data():
     assert isinstance(to_torch_samples(np.zeros((2, 3))), torch.Tensor)
     assert len(to_torch_samples([np.zeros(2), torch.ones(3)])) == 2

@@ -1,8 +1,12 @@
 """Batches of samples: `TensorListCPU` and `TensorListGPU`.
 
-A batch is a list of torch tensors that may differ in shape, or one batched tensor
-(a kernel's dense output) that is kept as it is: `as_torch()` hands it over without a
-copy, and per-sample views are made only when something asks for samples.
+A batch is a list of torch tensors that may differ in shape, one batched tensor (a
+kernel's dense output) that is kept as it is (`as_torch()` hands it over without a copy),
+or samples laid back to back in one flat buffer (a kernel's ragged output, or the files
+read for a batch), kept as the buffer and the shapes (`flat()`); per-sample views are made
+only when something asks for samples. Kernels that take a batch whole get it without a
+tensor per sample, which also spares the GIL: a call that drops C++ references to many
+Python-visible tensors retakes the GIL once for each.
 """
 import numpy as np
 import torch
@@ -23,11 +27,17 @@ class TensorList:
         else:
             self._dense = None
             self._samples = list(samples)
+        self._flat = None  # (flat buffer, shapes [N, ndim]) of a batch made by from_flat
         self._layout = layout or ""
 
     def _views(self):
         if self._samples is None:
-            self._samples = list(self._dense.unbind(0))
+            if self._dense is not None:
+                self._samples = list(self._dense.unbind(0))
+            else:
+                from .kernels.pack import unpack  # loads the extension on first use
+
+                self._samples = unpack(*self._flat)
         return self._samples
 
     @staticmethod
@@ -41,7 +51,9 @@ class TensorList:
 
     # --- DALI's TensorList API ---
     def __len__(self):
-        return self._dense.shape[0] if self._dense is not None else len(self._samples)
+        if self._dense is not None:
+            return self._dense.shape[0]
+        return len(self._samples) if self._samples is not None else len(self._flat[1])
 
     def __iter__(self):
         return (self[i] for i in range(len(self)))
@@ -50,22 +62,24 @@ class TensorList:
         """Sample i as a Tensor (DALI's TensorCPU/TensorGPU), with its source_info."""
         info = self.source_info[i] if self.source_info else ""
         cls = TensorGPU if self.device == "gpu" else TensorCPU
-        return cls(self._dense[i] if self._dense is not None else self._samples[i], self._layout, info)
+        return cls(self.sample(i), self._layout, info)
 
     def layout(self):
         return self._layout
 
     def shape(self):
         """Per-sample shapes, as lists of ints."""
-        if self._dense is not None:
-            return [list(self._dense.shape[1:]) for _ in range(len(self))]
-        return [list(s.shape) for s in self._samples]
+        if self._samples is not None and self._dense is None:  # may differ in ndim
+            return [list(s.shape) for s in self._samples]
+        return self.sample_shapes().tolist()
 
     def sample_shapes(self):
         """Per-sample shapes as one int64 array [N, ndim] (no loop for a dense batch); a
         ValueError if the samples differ in ndim."""
         if self._dense is not None:
             return np.broadcast_to(np.array(self._dense.shape[1:], np.int64), (len(self), self._dense.dim() - 1))
+        if self._flat is not None:
+            return self._flat[1]
         if not self._samples:
             return np.zeros((0, 0), np.int64)
         try:
@@ -82,6 +96,8 @@ class TensorList:
     def dtype(self):
         if self._dense is not None:
             return types.to_dali_type(self._dense.dtype)
+        if self._flat is not None:
+            return types.to_dali_type(self._flat[0].dtype) if len(self) else types.NO_TYPE
         if not self._samples:
             return types.NO_TYPE
         return types.to_dali_type(self._samples[0].dtype)
@@ -90,6 +106,9 @@ class TensorList:
         """True when all samples have one shape, so the batch is one tensor."""
         if self._dense is not None:
             return True
+        if self._flat is not None:
+            shapes = self._flat[1]
+            return bool((shapes == shapes[:1]).all())
         shapes = {tuple(s.shape) for s in self._samples}
         return len(shapes) <= 1
 
@@ -100,7 +119,9 @@ class TensorList:
                 raise RuntimeError(
                     f"the batch is not dense (sample shapes {self._shape_summary()}); "
                     "use at(i) or as_torch_list()")
-            if self._samples:
+            if self._flat is not None and len(self):
+                self._dense = self._flat[0].view((len(self),) + tuple(self._flat[1][0].tolist()))
+            elif self._samples:
                 self._dense = torch.stack(self._samples)
             else:
                 self._dense = torch.empty((0,))
@@ -112,11 +133,14 @@ class TensorList:
 
     def sample(self, i):
         """Sample i as a torch tensor (a view; a dense batch is not split into all its samples)."""
-        return self._dense[i] if self._dense is not None else self._samples[i]
+        return self._dense[i] if self._dense is not None else self._views()[i]
 
     def flat(self):
         """The samples laid back to back in one 1D tensor and their shapes [N, ndim] (no copy
-        for a contiguous dense batch); a ValueError if the samples differ in ndim."""
+        for a contiguous dense batch or one made by from_flat); a ValueError if the samples
+        differ in ndim."""
+        if self._flat is not None:
+            return self._flat
         shapes = self.sample_shapes()
         if self._dense is not None:
             return self._dense.reshape(-1), shapes
@@ -125,10 +149,16 @@ class TensorList:
     @staticmethod
     def from_flat(flat, shapes, layout="", device=None, source_info=None):
         """A batch of the samples laid back to back in `flat` with shapes [N, ndim]: one dense
-        view when the shapes agree, else a view per sample (the inverse of `flat`)."""
-        from .kernels.pack import batch_views  # loads the extension on first use
-
-        return TensorList.make(batch_views(flat, shapes), layout, device=device, source_info=source_info)
+        view when the shapes agree, else the buffer and the shapes as they are, views per
+        sample made when asked for (the inverse of `flat`)."""
+        shapes = np.asarray(shapes, np.int64).reshape(len(shapes), -1)
+        if len(shapes) and (shapes == shapes[0]).all():
+            return TensorList.make(flat.view((len(shapes),) + tuple(shapes[0].tolist())), layout, device=device,
+                                   source_info=source_info)
+        batch = TensorList.make([], layout, device=device or ("gpu" if flat.is_cuda else "cpu"),
+                                source_info=source_info)
+        batch._samples, batch._flat = None, (flat, shapes)
+        return batch
 
     def _shape_summary(self):
         shapes = sorted({tuple(s.shape) for s in self._views()})
@@ -175,6 +205,8 @@ class TensorListGPU(TensorList):
     def as_cpu(self):
         if self._dense is not None:
             return TensorListCPU(self._dense.cpu(), self._layout)
+        if self._flat is not None:
+            return TensorList.from_flat(self._flat[0].cpu(), self._flat[1], self._layout, device="cpu")
         return TensorListCPU([s.cpu() for s in self._samples], self._layout)
 
     def as_tensor(self):

@@ -6,6 +6,8 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include "../encoded.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -85,19 +87,13 @@ void parse(const uint8_t* d, int64_t n, int64_t* row) {
   }
 }
 
-at::Tensor jpeg_headers(const std::vector<at::Tensor>& data) {
-  const int64_t n = static_cast<int64_t>(data.size());
-  for (int64_t i = 0; i < n; ++i) {
-    const at::Tensor& t = data[i];
-    TORCH_CHECK_VALUE(t.is_cpu() && t.dim() == 1 && t.scalar_type() == at::kByte && t.is_contiguous(),
-                      "jpeg_headers: sample ", i, " must be encoded bytes (a contiguous 1D uint8 CPU tensor), got ",
-                      t.sizes(), " ", t.scalar_type(), " on ", t.device());
-  }
+at::Tensor jpeg_headers(const at::Tensor& data, const at::Tensor& spans) {
+  const torchdali::Encoded files("jpeg_headers", data, spans);
+  const int64_t n = files.size();
   at::Tensor out = at::empty({n, kFields}, at::kLong);
   int64_t* rows = out.data_ptr<int64_t>();
   at::parallel_for(0, n, 16, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
-      parse(data[i].const_data_ptr<uint8_t>(), data[i].numel(), rows + i * kFields);
+    for (int64_t i = begin; i < end; ++i) parse(files.data(i), files.bytes(i), rows + i * kFields);
   });
   return out;
 }

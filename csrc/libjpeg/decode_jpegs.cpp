@@ -14,6 +14,8 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include "../encoded.h"
+
 #include <algorithm>
 #include <atomic>
 #include <csetjmp>
@@ -105,9 +107,10 @@ int32_t decode_window(const uint8_t* src, size_t n, const int64_t* window, bool 
   return kDecoded;
 }
 
-at::Tensor decode_jpegs_cpu(std::vector<at::Tensor> data, at::Tensor windows, bool fast_idct, int64_t threads,
-                            at::Tensor out) {
-  const int64_t n = static_cast<int64_t>(data.size());
+at::Tensor decode_jpegs_cpu(const at::Tensor& data, const at::Tensor& spans, at::Tensor windows, bool fast_idct,
+                            int64_t threads, at::Tensor out) {
+  const torchdali::Encoded files("decode_jpegs_cpu", data, spans);
+  const int64_t n = files.size();
   TORCH_CHECK(windows.dim() == 2 && windows.size(1) == 4 && windows.size(0) == n &&
                   windows.scalar_type() == at::kLong && windows.device().is_cpu(),
               "decode_jpegs_cpu: `windows` must be an int64 CPU tensor [N, 4] (y, x, h, w), one row per image");
@@ -115,12 +118,9 @@ at::Tensor decode_jpegs_cpu(std::vector<at::Tensor> data, at::Tensor windows, bo
   const int64_t* win = windows.data_ptr<int64_t>();
   std::vector<int64_t> offset(n + 1, 0);
   for (int64_t i = 0; i < n; ++i) {
-    TORCH_CHECK(data[i].dim() == 1 && data[i].scalar_type() == at::kByte && data[i].device().is_cpu(),
-                "decode_jpegs_cpu: data[", i, "] must be a 1-D uint8 CPU tensor (an encoded file)");
     const int64_t* wi = win + 4 * i;
     TORCH_CHECK(wi[0] >= 0 && wi[1] >= 0 && wi[2] >= 0 && wi[3] >= 0, "decode_jpegs_cpu: windows[", i,
                 "] = (", wi[0], ", ", wi[1], ", ", wi[2], ", ", wi[3], ") has a negative entry");
-    data[i] = data[i].contiguous();
     offset[i + 1] = offset[i] + wi[2] * wi[3] * 3;
   }
   TORCH_CHECK(out.dim() == 1 && out.scalar_type() == at::kByte && out.device().is_cpu() && out.is_contiguous() &&
@@ -137,7 +137,7 @@ at::Tensor decode_jpegs_cpu(std::vector<at::Tensor> data, at::Tensor windows, bo
     std::vector<uint8_t> scratch;
     for (int64_t i = next++; i < n; i = next++) {
       const int64_t* wi = win + 4 * i;
-      st[i] = decode_window(data[i].data_ptr<uint8_t>(), size_t(data[i].numel()), wi, fast_idct,
+      st[i] = decode_window(files.data(i), size_t(files.bytes(i)), wi, fast_idct,
                             dst + offset[i], scratch);
     }
   });

@@ -18,6 +18,8 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include "../encoded.h"
+
 #include <nvjpeg.h>
 
 #include <algorithm>
@@ -228,10 +230,10 @@ class Engine {
   bool has_hardware() const { return hw_handle_ != nullptr; }
 
   // (flat, status): see the schema in csrc/ops.cpp.
-  std::tuple<at::Tensor, at::Tensor> decode(const std::vector<at::Tensor>& data, const at::Tensor& windows,
+  std::tuple<at::Tensor, at::Tensor> decode(const torchdali::Encoded& data, const at::Tensor& windows,
                                             double hw_load) {
     std::lock_guard<std::mutex> lock(mutex_);
-    const int64_t n = static_cast<int64_t>(data.size());
+    const int64_t n = data.size();
     auto win = windows.accessor<int64_t, 2>();
     std::vector<Window> regions(n);
     std::vector<int64_t> offsets(n + 1, 0);
@@ -283,7 +285,7 @@ class Engine {
 
  private:
   // The hybrid path for the images `index`, over the intra-op threads (one worker each).
-  void decode_hybrid(const std::vector<at::Tensor>& data, const std::vector<Window>& regions,
+  void decode_hybrid(const torchdali::Encoded& data, const std::vector<Window>& regions,
                      const std::vector<int64_t>& offsets, const std::vector<int64_t>& index, uint8_t* base,
                      cudaStream_t stream, int32_t* st) {
     const int threads = at::get_num_threads();
@@ -296,8 +298,7 @@ class Engine {
       worker.begin(ready_);
       for (int64_t k = begin; k < end; ++k) {
         const int64_t i = index[k];
-        const at::Tensor& d = data[i];
-        st[i] = worker.decode(d.data_ptr<uint8_t>(), d.numel(), regions[i], base + offsets[i]);
+        st[i] = worker.decode(data.data(i), data.bytes(i), regions[i], base + offsets[i]);
       }
       worker.end(stream);
     });
@@ -305,10 +306,10 @@ class Engine {
 
   // The images for the hardware decoder: the first hw_load of the batch among those it
   // supports with their window (the rest, and files it cannot parse, go the hybrid path).
-  std::vector<int64_t> hardware_share(const std::vector<at::Tensor>& data, const std::vector<Window>& regions,
+  std::vector<int64_t> hardware_share(const torchdali::Encoded& data, const std::vector<Window>& regions,
                                       double hw_load) {
     if (!hw_handle_ || hw_load <= 0) return {};
-    const int64_t n = static_cast<int64_t>(data.size());
+    const int64_t n = data.size();
     while (static_cast<int64_t>(hw_streams_.size()) < n) {
       nvjpegJpegStream_t s;
       nvjpegDecodeParams_t p;
@@ -320,8 +321,7 @@ class Engine {
     std::vector<char> supported(n, 0);
     at::parallel_for(0, n, 16, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        const at::Tensor& d = data[i];
-        nvjpegStatus_t s = nvjpegJpegStreamParseHeader(hw_handle_, d.data_ptr<uint8_t>(), d.numel(), hw_streams_[i]);
+        nvjpegStatus_t s = nvjpegJpegStreamParseHeader(hw_handle_, data.data(i), data.bytes(i), hw_streams_[i]);
         unsigned width = 0, height = 0;
         if (s == NVJPEG_STATUS_SUCCESS) s = nvjpegJpegStreamGetFrameDimensions(hw_streams_[i], &width, &height);
         if (s == NVJPEG_STATUS_SUCCESS) s = set_window(hw_params_[i], regions[i], width, height);
@@ -339,7 +339,7 @@ class Engine {
   }
 
   // One batched call of the hardware decoder (on its thread, which also owns its state).
-  nvjpegStatus_t decode_hardware(const std::vector<at::Tensor>& data, const std::vector<Window>& regions,
+  nvjpegStatus_t decode_hardware(const torchdali::Encoded& data, const std::vector<Window>& regions,
                        const std::vector<int64_t>& offsets, const std::vector<int64_t>& chosen, uint8_t* base,
                        cudaStream_t stream) {
     const int m = static_cast<int>(chosen.size());
@@ -349,8 +349,8 @@ class Engine {
     std::vector<nvjpegDecodeParams_t> params(m);
     for (int k = 0; k < m; ++k) {
       const int64_t i = chosen[k];
-      ptrs[k] = data[i].data_ptr<uint8_t>();
-      sizes[k] = data[i].numel();
+      ptrs[k] = data.data(i);
+      sizes[k] = data.bytes(i);
       dests[k] = nvjpegImage_t{};
       dests[k].channel[0] = base + offsets[i];
       dests[k].pitch[0] = size_t(regions[i].w) * 3;
@@ -384,20 +384,16 @@ Engine& engine(int device) {
   return *e;
 }
 
-std::tuple<at::Tensor, at::Tensor> decode_jpegs(std::vector<at::Tensor> data, at::Tensor windows, double hw_load,
-                                                at::Device device) {
+std::tuple<at::Tensor, at::Tensor> decode_jpegs(const at::Tensor& data, const at::Tensor& spans,
+                                                const at::Tensor& windows, double hw_load, at::Device device) {
   TORCH_CHECK(device.is_cuda(), "decode_jpegs: `device` must be a CUDA device, got ", device);
-  TORCH_CHECK(windows.dim() == 2 && windows.size(1) == 4 && windows.size(0) == int64_t(data.size()) &&
+  const torchdali::Encoded files("decode_jpegs", data, spans);
+  TORCH_CHECK(windows.dim() == 2 && windows.size(1) == 4 && windows.size(0) == files.size() &&
                   windows.scalar_type() == at::kLong && windows.device().is_cpu(),
               "decode_jpegs: `windows` must be an int64 CPU tensor [N, 4] (y, x, h, w), one row per image");
-  for (size_t i = 0; i < data.size(); ++i) {
-    TORCH_CHECK(data[i].dim() == 1 && data[i].scalar_type() == at::kByte && data[i].device().is_cpu(),
-                "decode_jpegs: data[", i, "] must be a 1-D uint8 CPU tensor (an encoded file)");
-    data[i] = data[i].contiguous();
-  }
   const int index = device.has_index() ? device.index() : c10::cuda::current_device();
   c10::cuda::CUDAGuard guard(index);
-  return engine(index).decode(data, windows.contiguous(), hw_load);
+  return engine(index).decode(files, windows.contiguous(), hw_load);
 }
 
 bool has_hardware_decoder(at::Device device) {

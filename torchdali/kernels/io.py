@@ -1,42 +1,85 @@
 """`torchdali::read_files` and `torchdali::jpeg_headers`: their Python faces and, beside
 them, the fake kernels that let `torch.compile` trace them."""
-from typing import List
+from typing import List, Union
 
+import numpy as np
 import torch
 
 from . import load_extension
 
 load_extension()
 
-__all__ = ["read_files", "jpeg_headers", "JPEG_FIELDS"]
+__all__ = ["EncodedFiles", "read_files", "jpeg_headers", "JPEG_FIELDS"]
 
 JPEG_FIELDS = ("is_jpeg", "complete", "orientation", "subsampled", "height", "width")
 """The columns of jpeg_headers' rows."""
 
 
-def read_files(paths: List[str]) -> List[torch.Tensor]:
-    """The whole contents of each file of `paths`, as 1-D uint8 tensors in order, read in
-    parallel on the intra-op threads without the GIL. A file that cannot be read raises a
-    RuntimeError naming it and the reason."""
-    return torch.ops.torchdali.read_files.default(list(paths))
+class EncodedFiles:
+    """A batch of encoded files as the decoding ops take it: one 1-D uint8 CPU buffer
+    `data` and the files' `spans` in it, int64 [N, 2] (offset, size). One tensor for the
+    batch, not one per file: an op that drops its references to many Python-visible
+    tensors retakes the GIL for each, which stalls it behind the other Python threads."""
+
+    def __init__(self, data: torch.Tensor, spans: torch.Tensor):
+        self.data, self.spans = data, spans
+
+    @staticmethod
+    def back_to_back(data: torch.Tensor, sizes) -> "EncodedFiles":
+        """Files of `sizes` bytes laid back to back in `data`."""
+        if not isinstance(sizes, torch.Tensor):
+            sizes = torch.from_numpy(np.array(sizes, np.int64))  # a copy: the array may be read-only
+        sizes = sizes.reshape(-1)
+        return EncodedFiles(data, torch.stack([torch.cumsum(sizes, 0) - sizes, sizes], 1))
+
+    @staticmethod
+    def of(files: Union["EncodedFiles", List[torch.Tensor]]) -> "EncodedFiles":
+        """`files` as they are, or a list of 1-D uint8 tensors copied back to back."""
+        if isinstance(files, EncodedFiles):
+            return files
+        for i, f in enumerate(files):
+            if f.dim() != 1 or f.dtype != torch.uint8 or f.device.type != "cpu":
+                raise ValueError(f"sample {i} must be encoded bytes (a 1D uint8 CPU tensor), got {tuple(f.shape)} "
+                                 f"{f.dtype} on {f.device}")
+        data = torch.cat([f.reshape(-1) for f in files]) if len(files) else torch.empty(0, dtype=torch.uint8)
+        return EncodedFiles.back_to_back(data, [f.numel() for f in files])
+
+    def __len__(self):
+        return self.spans.shape[0]
+
+    def file(self, i: int) -> torch.Tensor:
+        """File i, a view of `data`."""
+        offset, size = self.spans[i].tolist()
+        return self.data[offset:offset + size]
+
+    def subset(self, index) -> "EncodedFiles":
+        """The files `index` (this batch itself when that is all of them)."""
+        return self if len(index) == len(self) else EncodedFiles(self.data, self.spans[torch.as_tensor(index)])
+
+
+def read_files(paths: List[str]) -> EncodedFiles:
+    """The whole contents of the files `paths`, back to back in one buffer in order, read
+    in parallel on the intra-op threads without the GIL. A file that cannot be read raises
+    a RuntimeError naming it and the reason."""
+    return EncodedFiles.back_to_back(*torch.ops.torchdali.read_files.default(list(paths)))
 
 
 @torch.library.register_fake("torchdali::read_files")
 def _read_files_fake(paths):
     ctx = torch.library.get_ctx()
-    return [torch.empty(ctx.new_dynamic_size(), dtype=torch.uint8) for _ in paths]
+    return torch.empty(ctx.new_dynamic_size(), dtype=torch.uint8), torch.empty(len(paths), dtype=torch.int64)
 
 
-def jpeg_headers(data: List[torch.Tensor]) -> torch.Tensor:
-    """One int64 row per encoded file (1-D uint8 CPU tensor) of JPEG_FIELDS: is it a JPEG,
-    does it end with its EOI marker (truncated files don't), its EXIF orientation (1-8), is
-    its chroma subsampled, its height and width; defaults (1, 1, 0, 0) where the header
-    does not tell. Parsed in C++ on the intra-op threads without the GIL."""
-    if not data:
-        return torch.zeros((0, len(JPEG_FIELDS)), dtype=torch.int64)
-    return torch.ops.torchdali.jpeg_headers.default(list(data))
+def jpeg_headers(files: Union[EncodedFiles, List[torch.Tensor]]) -> torch.Tensor:
+    """One int64 row per encoded file (EncodedFiles, or a list of 1-D uint8 CPU tensors) of
+    JPEG_FIELDS: is it a JPEG, does it end with its EOI marker (truncated files don't), its
+    EXIF orientation (1-8), is its chroma subsampled, its height and width; defaults
+    (1, 1, 0, 0) where the header does not tell. Parsed in C++ on the intra-op threads
+    without the GIL."""
+    files = EncodedFiles.of(files)
+    return torch.ops.torchdali.jpeg_headers.default(files.data, files.spans)
 
 
 @torch.library.register_fake("torchdali::jpeg_headers")
-def _jpeg_headers_fake(data):
-    return torch.empty((len(data), len(JPEG_FIELDS)), dtype=torch.int64)
+def _jpeg_headers_fake(data, spans):
+    return torch.empty((spans.shape[0], len(JPEG_FIELDS)), dtype=torch.int64)

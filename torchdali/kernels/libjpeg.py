@@ -2,11 +2,12 @@
 libjpeg-turbo was found: a batch decoded on torch's intra-op threads without the GIL, each
 image only within its window, into one buffer. Its Python face and, beside it, the fake
 kernel that lets `torch.compile` trace it."""
-from typing import List, Optional, Tuple
+from typing import List, Optional, Tuple, Union
 
 import torch
 
 from . import load_extension
+from .io import EncodedFiles
 
 load_extension()
 
@@ -25,9 +26,9 @@ def available() -> bool:
         return False
 
 
-def decode_jpegs(data: List[torch.Tensor], windows: torch.Tensor, fast_idct: bool = False, threads: int = 0,
-                 out: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
-    """JPEGs (1-D uint8 CPU tensors) decoded, image i only within windows[i] = (y, x, h, w)
+def decode_jpegs(files: Union[EncodedFiles, List[torch.Tensor]], windows: torch.Tensor, fast_idct: bool = False,
+                 threads: int = 0, out: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """JPEGs (EncodedFiles, or a list of 1-D uint8 CPU tensors) decoded, image i only within windows[i] = (y, x, h, w)
     (int64 [N, 4]), to interleaved RGB uint8. Returns (flat, status): image i's window as a
     contiguous [h, w, 3] after the windows of the images before it (in `out`, 1-D uint8 of
     window_bytes(windows), where given), and int32 [N] status: DECODED, or 1 (a colour
@@ -35,9 +36,11 @@ def decode_jpegs(data: List[torch.Tensor], windows: torch.Tensor, fast_idct: boo
     reaches outside the image), where that part of `flat` is not written. `fast_idct`:
     libjpeg's fast integer IDCT, a little less accurate. `threads`: at most this many of
     torch's intra-op threads decode (0: all of them)."""
+    files = EncodedFiles.of(files)
     if out is None:
         out = torch.empty(window_bytes(windows), dtype=torch.uint8)
-    return out, torch.ops.torchdali.decode_jpegs_cpu.default(list(data), windows, bool(fast_idct), int(threads), out)
+    return out, torch.ops.torchdali.decode_jpegs_cpu.default(files.data, files.spans, windows, bool(fast_idct),
+                                                             int(threads), out)
 
 
 def window_bytes(windows: torch.Tensor) -> int:
@@ -46,7 +49,7 @@ def window_bytes(windows: torch.Tensor) -> int:
 
 
 @torch.library.register_fake("torchdali::decode_jpegs_cpu")
-def _decode_jpegs_cpu_fake(data, windows, fast_idct, threads, out):
-    torch._check_value(windows.dim() == 2 and windows.shape[1] == 4 and windows.shape[0] == len(data),
+def _decode_jpegs_cpu_fake(data, spans, windows, fast_idct, threads, out):
+    torch._check_value(windows.dim() == 2 and windows.shape[1] == 4 and windows.shape[0] == spans.shape[0],
                        lambda: "decode_jpegs_cpu: `windows` must be [N, 4] (y, x, h, w), one row per image")
-    return torch.empty(len(data), dtype=torch.int32)
+    return torch.empty(spans.shape[0], dtype=torch.int32)

@@ -2,11 +2,12 @@
 found: the hardware decoder takes its share of a batch, the hybrid path (Huffman on the
 intra-op threads, IDCT on the GPU) the rest, each image decoded only within its window.
 Its Python face and, beside it, the fake kernel that lets `torch.compile` trace it."""
-from typing import List, Tuple
+from typing import List, Tuple, Union
 
 import torch
 
 from . import load_extension
+from .io import EncodedFiles
 
 load_extension()
 
@@ -25,15 +26,17 @@ def available() -> bool:
         return False
 
 
-def decode_jpegs(data: List[torch.Tensor], windows: torch.Tensor, hw_load: float,
+def decode_jpegs(files: Union[EncodedFiles, List[torch.Tensor]], windows: torch.Tensor, hw_load: float,
                  device: torch.device) -> Tuple[torch.Tensor, torch.Tensor]:
-    """JPEGs (1-D uint8 CPU tensors) decoded on `device`, image i only within windows[i] =
+    """JPEGs (EncodedFiles, or a list of 1-D uint8 CPU tensors) decoded on `device`, image i only within windows[i] =
     (y, x, h, w) (int64 [N, 4]), to interleaved RGB uint8 on the current stream. Returns
     (flat, status): image i's window as a contiguous [h, w, 3] after the windows of the
     images before it, and int32 [N] status: BY_HARDWARE or BY_HYBRID where decoded, else
     nvJPEG's (positive) status code (that part of `flat` is not written). `hw_load`: the
     hardware decoder's fraction."""
-    return torch.ops.torchdali.decode_jpegs.default(list(data), windows, float(hw_load), torch.device(device))
+    files = EncodedFiles.of(files)
+    return torch.ops.torchdali.decode_jpegs.default(files.data, files.spans, windows, float(hw_load),
+                                                    torch.device(device))
 
 
 def has_hardware_decoder(device: torch.device) -> bool:
@@ -42,9 +45,9 @@ def has_hardware_decoder(device: torch.device) -> bool:
 
 
 @torch.library.register_fake("torchdali::decode_jpegs")
-def _decode_jpegs_fake(data, windows, hw_load, device):
-    torch._check_value(windows.dim() == 2 and windows.shape[1] == 4 and windows.shape[0] == len(data),
+def _decode_jpegs_fake(data, spans, windows, hw_load, device):
+    torch._check_value(windows.dim() == 2 and windows.shape[1] == 4 and windows.shape[0] == spans.shape[0],
                        lambda: "decode_jpegs: `windows` must be [N, 4] (y, x, h, w), one row per image")
     ctx = torch.library.get_ctx()
     return (torch.empty(ctx.new_dynamic_size(), dtype=torch.uint8, device=device),
-            torch.empty(len(data), dtype=torch.int32))
+            torch.empty(spans.shape[0], dtype=torch.int32))

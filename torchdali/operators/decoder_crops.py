@@ -9,7 +9,7 @@ from .. import types
 from ..schema import FLOAT, Arg, register
 from .base import RandomOperator
 from .crop import CROP_ARGS, Crop
-from .decoders import CPU_DECODER, DECODER_ARGS, DECODER_DEPRECATED_ARGS, ImageDecoder, place, subset
+from .decoders import CPU_DECODER, DECODER_ARGS, DECODER_DEPRECATED_ARGS, ImageDecoder, place
 from .resize import RandomResizedCrop, pair
 from .slicing import SLICE_ARGS, SliceWindows
 from .windows import crop_windows, fit_windows, random_crop_windows, whole_images
@@ -43,7 +43,7 @@ class _DecodeThenCrop(ImageDecoder):
         errors, images = {}, [None] * n
         whole = np.flatnonzero(~direct)
         if len(whole):
-            place(images, whole, self.decode(subset(data, whole), errors, ctx))
+            place(images, whole, self.decode(data.subset(whole), errors, ctx))
             errors = {int(whole[k]): e for k, e in errors.items()}
             hw[whole] = [img.shape[:2] if img is not None else (0, 0) for img in (images[i] for i in whole)]
         failed = np.zeros(n, bool)
@@ -68,13 +68,13 @@ class _DecodeThenCrop(ImageDecoder):
     def _decode_fused(self, data, index, windows, images, errors, ctx):
         """Windows of the files `index` decoded by our engine into images[i]; a file it
         refuses is decoded whole by torchvision (or fails there, in `errors`) and cut."""
-        decoded, refused = self.decode_windows(subset(data, index), windows, ctx)
+        decoded, refused = self.decode_windows(data.subset(index), windows, ctx)
         if self.output_type != types.RGB or self.dtype != torch.uint8:
             decoded = [None if img is None else self.finish_rgb(img) for img in decoded]
         place(images, index, decoded)
         for k in refused.tolist():
             i, (y, x, h, w) = int(index[k]), windows[k].tolist()
-            img = self.decode_one(data[i], errors, i)  # whole, on the CPU
+            img = self.decode_one(data.file(i), errors, i)  # whole, on the CPU
             if img is not None:
                 self.decoded_by[CPU_DECODER] += 1
                 images[i] = self.on_device(img[y:y + h, x:x + w].contiguous(), ctx)

@@ -13,6 +13,7 @@ import torch
 
 from .. import types
 from ..schema import BOOL, DTYPE, FLOAT, IMAGE_TYPE, INT, STR, Arg, register
+from ..kernels.io import EncodedFiles
 from ..tensor_list import TensorList
 from .base import BatchSpec, Operator, map_samples
 from .buffers import RecycledBuffers
@@ -248,15 +249,15 @@ class ImageDecoder(Operator):
         return [self.settle(batch, self.decode(data, errors, ctx), errors, args, ctx)]
 
     def encoded(self, batch):
-        """The batch's files as contiguous 1-D uint8 CPU tensors; a TypeError names a sample
-        that is not encoded bytes."""
-        data = batch.as_torch_list()
+        """The batch's files as EncodedFiles (no copy for a batch read by readers.file); a
+        TypeError names a sample that is not encoded bytes."""
         if not self.bytes_planned:
-            for i, d in enumerate(data):
+            for i, d in enumerate(batch.as_torch_list()):
                 if d.dim() != 1 or d.dtype != torch.uint8:
                     raise self.error(f"sample {i}: expected encoded bytes (1D uint8), got {tuple(d.shape)} "
                                      f"{d.dtype}", TypeError)
-        return [d.contiguous() for d in data]  # a decoder's input is on the CPU
+        flat, shapes = batch.flat()  # a decoder's input is on the CPU
+        return EncodedFiles.back_to_back(flat, shapes.reshape(len(batch), -1)[:, :1])
 
     def decode(self, data, errors, ctx):
         """The decoded images (HWC, on the operator's device), None where decoding failed,
@@ -307,7 +308,7 @@ class ImageDecoder(Operator):
         (truncated ones go one by one to torchvision, for libjpeg's error) and, on the GPU
         with jpeg_fancy_upsampling, are not chroma subsampled. Other formats are decoded one
         by one on the CPU."""
-        from ..kernels.io import JPEG_FIELDS, jpeg_headers  # loads the extension on first use
+        from ..kernels.io import JPEG_FIELDS, jpeg_headers
 
         head = dict(zip(JPEG_FIELDS, jpeg_headers(data).numpy().T))
         fancy = self.spec.device == "mixed" and bool(self.spec.args["jpeg_fancy_upsampling"])
@@ -327,7 +328,7 @@ class ImageDecoder(Operator):
         if len(index):
             sizes = np.stack([head["height"], head["width"]], axis=1)[index]
             orientation = head["orientation"][index] if self.orient else np.ones(len(index), np.int64)
-            decoded, refused = self._decode_jpegs(subset(data, index), sizes, ctx)
+            decoded, refused = self._decode_jpegs(data.subset(index), sizes, ctx)
             plain = self.output_type == types.RGB and self.dtype == torch.uint8
             for k in (np.flatnonzero(orientation != 1) if plain else range(len(index))):
                 if decoded[k] is not None:  # oriented or converted; the usual case stays as it is
@@ -341,7 +342,7 @@ class ImageDecoder(Operator):
         """The files `rest`, which no batched decoder decoded, decoded one by one on the CPU
         (across the pipeline's threads) into out (copied to the GPU for 'mixed')."""
         failed = len(errors)
-        host = map_samples(lambda k, i: self.decode_one(data[i], errors, i), rest, ctx)
+        host = map_samples(lambda k, i: self.decode_one(data.file(i), errors, i), rest, ctx)
         self.decoded_by[CPU_DECODER] += len(rest) - (len(errors) - failed)
         for i, img in zip(rest, host):
             if img is not None:
@@ -401,6 +402,7 @@ class ImageDecoder(Operator):
     def _nvjpeg(self, encoded, device):
         """torchvision's batched GPU decode (CHW); None for the images nvJPEG refuses."""
         mode = _tv_mode(self.output_type)
+        encoded = [encoded.file(i) for i in range(len(encoded))]
         try:
             return _tvio.decode_jpeg(encoded, mode=mode, device=device)
         except RuntimeError:  # one bad file fails the batch: decode one by one
@@ -411,11 +413,6 @@ class ImageDecoder(Operator):
                 except RuntimeError:
                     images.append(None)  # the CPU path decodes it or reports the error
             return images
-
-
-def subset(items, index):
-    """items[i] for i in `index` (the list itself when `index` is all of it)."""
-    return items if len(index) == len(items) else [items[i] for i in index]
 
 
 def place(out, index, values):

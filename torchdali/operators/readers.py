@@ -391,12 +391,14 @@ class FileReader(Operator):
         picks = self._next_batch(ctx.batch_size)
         names = [self.names[e] for e in picks]
         try:
-            data = read_files([self.paths[e] for e in picks])
+            files = read_files([self.paths[e] for e in picks])
         except RuntimeError as e:  # the kernel's message names the file and the reason
             raise self.error(str(e).splitlines()[0]) from None
         labels = self.labels[torch.tensor(picks, dtype=torch.int64)]
-        # DALI sets the source info (the name as listed) on the contents only.
-        return [TensorList.make(data, layout="", device="cpu", source_info=names),
+        # One buffer for the batch's files (the decoders take it whole); DALI sets the
+        # source info (the name as listed) on the contents only.
+        contents = TensorList.from_flat(files.data, files.spans[:, 1:].numpy(), device="cpu", source_info=names)
+        return [contents,
                 TensorList.make(labels, layout="", device="cpu", source_info=[""] * len(picks))]
 
     def meta(self):
