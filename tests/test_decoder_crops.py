@@ -181,6 +181,25 @@ def check_random_window(crop, full, area=(0.08, 1.0), aspect=(0.75, 4 / 3)):
     return in_range
 
 
+def test_the_usual_batch_comes_out_in_one_buffer(files, cpu_jpeg_decoder):
+    """Upright JPEGs, all decoded by our engine: the batch is its one output buffer, which
+    flat() gives back without a copy (decoded one by one and cut, it is a list of crops)."""
+    paths = [p for p, (_, _, orientation, fmt) in zip(files[0], FILES) if fmt == "jpg" and orientation == 1]
+
+    @torchdali.pipeline_def(batch_size=len(paths), num_threads=2, device_id=None, seed=3)
+    def pipe():
+        data, _ = torchdali.fn.readers.file(files=paths)
+        return torchdali.fn.decoders.image_random_crop(data), torchdali.fn.decoders.image(data)
+
+    crops, full = pipe().run()
+    flat, shapes = crops.flat()
+    assert (flat.data_ptr() == crops.as_torch_list()[0].data_ptr()) == (cpu_jpeg_decoder == "batched")
+    assert shapes.tolist() == crops.shape()
+    for crop, img in zip(as_numpy_batch(crops), as_numpy_batch(full)):
+        check_random_window(crop, img)
+    assert [crops[i].source_info() for i in range(len(paths))] == paths
+
+
 @pytest.mark.parametrize("area, aspect", [((0.08, 1.0), (0.75, 4 / 3)), ((0.5, 0.5), (1.0, 1.0)),
                                           ((0.2, 0.6), (0.5, 2.0))])
 def test_image_random_crop_windows(files, area, aspect):

@@ -213,6 +213,11 @@ def test_apply_orientation_matches_pillow(orientation):
     np.testing.assert_array_equal(got, ref)
 
 
+def test_an_empty_batch_decodes_to_an_empty_batch():
+    out, ctx = run_op([], data=[])
+    assert len(out) == 0 and ctx.dropped == []
+
+
 def test_jpeg_headers_of_the_test_files(files):
     def header(key):  # (orientation, subsampled)
         return tuple(jpeg_headers([as_tensor(read(files[key]))])[0, 2:4].tolist())

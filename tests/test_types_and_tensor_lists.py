@@ -73,8 +73,14 @@ def test_a_batch_from_a_flat_buffer_keeps_it():
     views = batch.as_torch_list()
     assert [v.data_ptr() - flat.data_ptr() for v in views[:2]] == [0, 6] and views[1].flatten().tolist() == [6, 7, 8, 9]
     assert batch.sample(0).tolist() == [[0, 1, 2], [3, 4, 5]] and batch[1].source_info() == "b"
+    assert [b.data_ptr() for b in batch.buffers()] == [flat.data_ptr()]
     dense = TensorList.from_flat(flat[:8], np.array([[2, 2], [2, 2]]))
     assert dense.is_dense_tensor() and dense.as_torch().data_ptr() == flat.data_ptr()
+    assert [b.data_ptr() for b in dense.buffers()] == [flat.data_ptr()]
+    other = torch.zeros(3)
+    listed = TensorList.make([flat[:2], flat[4:6], other])
+    assert sorted(b.untyped_storage().data_ptr() for b in listed.buffers()) == sorted([flat.data_ptr(),
+                                                                                         other.data_ptr()])
 
 
 def test_conversion_of_user_data():

@@ -364,11 +364,7 @@ def record_on(stream, batches):
     then reuses it only after the stream's work queued so far): once per buffer, however
     many samples are views of it."""
     for batch in batches:
-        dense = batch.dense_tensor()
-        buffers = {}
-        for t in [dense] if dense is not None else batch.as_torch_list():
-            buffers.setdefault(t.untyped_storage().data_ptr(), t)
-        for t in buffers.values():
+        for t in batch.buffers():
             t.record_stream(stream)
 
 

@@ -144,7 +144,18 @@ class TensorList:
         shapes = self.sample_shapes()
         if self._dense is not None:
             return self._dense.reshape(-1), shapes
+        if not self._samples:
+            return torch.empty(0), shapes
         return torch.cat([s.reshape(-1) for s in self._samples]), shapes
+
+    def buffers(self):
+        """A tensor of each memory block the samples live in (one for a dense batch or one
+        made by from_flat), without making views per sample."""
+        if self._dense is not None:
+            return [self._dense]
+        if self._flat is not None:
+            return [self._flat[0]]
+        return list({s.untyped_storage().data_ptr(): s for s in self._samples}.values())
 
     @staticmethod
     def from_flat(flat, shapes, layout="", device=None, source_info=None):

@@ -5,7 +5,6 @@ image as DALI computes it; a window outside the image is an error, as in DALI.""
 import numpy as np
 import torch
 
-from .. import types
 from ..schema import FLOAT, Arg, register
 from .base import RandomOperator
 from .crop import CROP_ARGS, Crop
@@ -62,14 +61,21 @@ class _DecodeThenCrop(ImageDecoder):
             place(images, cut, crops)
         fused = kept[direct[kept]]
         if len(fused):
-            self._decode_fused(data, fused, windows[fused], images, errors, ctx)
+            whole_batch = self._decode_fused(data, fused, windows[fused], images, errors, ctx)
+            if whole_batch is not None:
+                return [self.settle(batch, whole_batch, errors, args, ctx)]
         return [self.settle(batch, images, errors, args, ctx)]
 
     def _decode_fused(self, data, index, windows, images, errors, ctx):
         """Windows of the files `index` decoded by our engine into images[i]; a file it
-        refuses is decoded whole by torchvision (or fails there, in `errors`) and cut."""
+        refuses is decoded whole by torchvision (or fails there, in `errors`) and cut. The
+        usual batch, all of it decoded by the engine as it outputs it, is returned instead:
+        one buffer, no tensor per sample made here."""
         decoded, refused = self.decode_windows(data.subset(index), windows, ctx)
-        if self.output_type != types.RGB or self.dtype != torch.uint8:
+        if len(index) == len(images) and not len(refused) and self.plain_rgb:
+            return decoded
+        decoded = self.but_refused(decoded, refused)
+        if not self.plain_rgb:
             decoded = [None if img is None else self.finish_rgb(img) for img in decoded]
         place(images, index, decoded)
         for k in refused.tolist():
@@ -78,6 +84,7 @@ class _DecodeThenCrop(ImageDecoder):
             if img is not None:
                 self.decoded_by[CPU_DECODER] += 1
                 images[i] = self.on_device(img[y:y + h, x:x + w].contiguous(), ctx)
+        return None
 
 @register("decoders.image_crop", devices=("cpu", "mixed"), inputs=(1, 1), aliases=("ImageDecoderCrop",),
           deprecated_args=DECODER_DEPRECATED_ARGS,

@@ -212,7 +212,7 @@ class ImageDecoder(Operator):
     def __init__(self, spec):
         super().__init__(spec)
         self.engine = _jpeg_engine(spec.device)
-        self.buffers = RecycledBuffers()  # the CPU engine's output batches
+        self.buffers = RecycledBuffers() if spec.device == "cpu" else None  # the CPU engine's output batches
         if spec.device == "mixed" and _tvio is None and (
                 self.engine is None or spec.args["output_type"] in (types.GRAY, types.ANY_DATA)):
             raise RuntimeError(f"{spec.schema.name}: device='mixed' needs torchvision (with CUDA) for nvJPEG "
@@ -256,8 +256,10 @@ class ImageDecoder(Operator):
                 if d.dim() != 1 or d.dtype != torch.uint8:
                     raise self.error(f"sample {i}: expected encoded bytes (1D uint8), got {tuple(d.shape)} "
                                      f"{d.dtype}", TypeError)
+        if not len(batch):
+            return EncodedFiles.of([])
         flat, shapes = batch.flat()  # a decoder's input is on the CPU
-        return EncodedFiles.back_to_back(flat, shapes.reshape(len(batch), -1)[:, :1])
+        return EncodedFiles.back_to_back(flat, shapes[:, 0])
 
     def decode(self, data, errors, ctx):
         """The decoded images (HWC, on the operator's device), None where decoding failed,
@@ -278,6 +280,9 @@ class ImageDecoder(Operator):
         """The output batch of `images` (one per input sample, or a dense tensor when all
         were decoded): an error for the first sample in `errors`, or with on_error="skip" the
         batch without them (dropped from the whole iteration, with a warning counting them)."""
+        if isinstance(images, TensorList):  # every file decoded into one buffer
+            images.source_info = batch.source_info
+            return images
         device = "gpu" if self.spec.device == "mixed" else "cpu"
         if isinstance(images, torch.Tensor) or not errors:
             return TensorList.make(images, "HWC", device=device, source_info=batch.source_info)
@@ -329,8 +334,7 @@ class ImageDecoder(Operator):
             sizes = np.stack([head["height"], head["width"]], axis=1)[index]
             orientation = head["orientation"][index] if self.orient else np.ones(len(index), np.int64)
             decoded, refused = self._decode_jpegs(data.subset(index), sizes, ctx)
-            plain = self.output_type == types.RGB and self.dtype == torch.uint8
-            for k in (np.flatnonzero(orientation != 1) if plain else range(len(index))):
+            for k in (np.flatnonzero(orientation != 1) if self.plain_rgb else range(len(index))):
                 if decoded[k] is not None:  # oriented or converted; the usual case stays as it is
                     decoded[k] = self.finish_rgb(decoded[k], int(orientation[k]))
             place(out, index, decoded)
@@ -352,17 +356,22 @@ class ImageDecoder(Operator):
         """An image decoded on the CPU, on this operator's output device."""
         return img.pin_memory().to(cuda_device(ctx), non_blocking=True) if self.spec.device == "mixed" else img
 
+    @property
+    def plain_rgb(self):
+        """Whether this operator outputs what our engines decode to: RGB uint8."""
+        return self.output_type == types.RGB and self.dtype == torch.uint8
+
     def finish_rgb(self, img, orientation=1):
-        """A GPU-decoded HWC RGB uint8 image as this operator outputs it: the usual case as
-        it is, the rest oriented and converted."""
-        if orientation == 1 and self.output_type == types.RGB and self.dtype == torch.uint8:
+        """An engine-decoded HWC RGB uint8 image as this operator outputs it: the usual case
+        as it is, the rest oriented and converted."""
+        if orientation == 1 and self.plain_rgb:
             return img
         return finish(apply_orientation(img.permute(2, 0, 1), orientation), self.output_type, self.dtype)
 
     def decode_windows(self, data, windows, ctx):
-        """Our engine's decode of only windows[i] = (y, x, h, w) of each JPEG of `data`: HWC
-        views of one buffer (None where the engine refuses a file), and the indices of the
-        refused files."""
+        """Our engine's decode of only windows[i] = (y, x, h, w) of each JPEG of `data`: an
+        HWC batch in one buffer (TensorList.from_flat), and the indices of the files the
+        engine refused (their samples unwritten)."""
         windows = torch.from_numpy(np.ascontiguousarray(windows, np.int64))
         if self.spec.device == "mixed":
             flat, status = self.engine.decode_jpegs(data, windows, self.spec.args["hw_decoder_load"],
@@ -372,14 +381,18 @@ class ImageDecoder(Operator):
             flat, status = self.engine.decode_jpegs(data, windows, self.spec.args["use_fast_idct"], ctx.num_threads,
                                                     out)
         shapes = np.concatenate([windows[:, 2:].numpy(), np.full((len(windows), 1), 3)], axis=1)
-        images = TensorList.from_flat(flat, shapes).as_torch_list()
         status = status.numpy()
         for name, code in self.engine.DECODERS.items():
             self.decoded_by[name] += int((status == code).sum())
-        refused = np.flatnonzero(status > 0)
+        return TensorList.from_flat(flat, shapes, "HWC"), np.flatnonzero(status > 0)
+
+    @staticmethod
+    def but_refused(decoded, refused):
+        """decode_windows' batch as a list of images, None for the refused files."""
+        images = decoded.as_torch_list()
         for k in refused.tolist():
             images[k] = None
-        return images, refused
+        return images
 
     def _decode_jpegs(self, encoded, sizes, ctx):
         """JPEGs decoded whole to HWC RGB uint8 on the operator's device (None where the
@@ -387,7 +400,8 @@ class ImageDecoder(Operator):
         error), and the indices of the refused ones: our engine (see decodes_windows), else
         torchvision's batched nvJPEG."""
         if self.decodes_windows:
-            return self.decode_windows(encoded, np.concatenate([np.zeros_like(sizes), sizes], axis=1), ctx)
+            decoded, refused = self.decode_windows(encoded, np.concatenate([np.zeros_like(sizes), sizes], axis=1), ctx)
+            return self.but_refused(decoded, refused), refused
         decoded = self._nvjpeg(encoded, cuda_device(ctx))
         self.decoded_by["torchvision nvJPEG"] += sum(img is not None for img in decoded)
         # 3-channel images go CHW -> HWC in one kernel call, the others (GRAY, ANY_DATA) as views.

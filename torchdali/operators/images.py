@@ -71,7 +71,7 @@ def image_batch(op, batch):
     if not len(batch):
         return ImageBatch(batch, chw, np.zeros((0, 2), np.int64), np.zeros(0, np.int64), None)
     shapes = image_shapes(op, batch, layout)
-    dtype = batch.sample(0).dtype
+    dtype = types.to_torch_type(batch.dtype)
     if dtype not in IMAGE_DTYPES:
         raise _dtype_error(op, dtype)
     return ImageBatch(batch, chw, shapes[:, 1:] if chw else shapes[:, :2], shapes[:, 0] if chw else shapes[:, 2],
