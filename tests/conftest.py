@@ -1,3 +1,4 @@
+import io
 import os
 import subprocess
 import sys
@@ -5,6 +6,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -42,6 +44,22 @@ def cpu_jpeg_decoder(request, monkeypatch):
         engine = decoders._jpeg_engine
         monkeypatch.setattr(decoders, "_jpeg_engine", lambda device: engine(device) if device == "mixed" else None)
     return request.param
+
+
+def photo(h, w, seed):
+    """A smooth RGB uint8 image [h, w, 3] with a little noise: JPEG-friendly test content."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:h, 0:w]
+    img = np.stack([128 + 100 * np.sin(xx / (5.0 + c) + c) * np.cos(yy / 4.0) for c in range(3)], -1)
+    return np.clip(img + rng.normal(0, 4, (h, w, 3)), 0, 255).astype(np.uint8)
+
+
+def jpeg(img, **kwargs):
+    """`img` (uint8 HWC, or HW for grayscale) encoded by Pillow (its JPEG options in kwargs),
+    as a 1-D uint8 tensor."""
+    buf = io.BytesIO()
+    Image.fromarray(img).save(buf, "JPEG", **kwargs)
+    return torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)
 
 
 def dali_or_skip():

@@ -10,6 +10,8 @@ import pytest
 import torch
 from PIL import Image
 
+from conftest import jpeg, photo
+
 pytest.importorskip("torchdali._C", reason="the C++ extension is not built")
 from torchdali import types  # noqa: E402
 from torchdali.kernels import libjpeg  # noqa: E402
@@ -19,19 +21,6 @@ from torchdali.operators.decoders import decode_cpu  # noqa: E402
 pytestmark = pytest.mark.skipif(not libjpeg.available(), reason="built without libjpeg-turbo")
 
 UNSUPPORTED, CORRUPT, OUTSIDE = 1, 2, 3  # decode_jpegs' status codes besides DECODED
-
-
-def photo(h, w, seed):
-    rng = np.random.default_rng(seed)
-    yy, xx = np.mgrid[0:h, 0:w]
-    img = np.stack([128 + 100 * np.sin(xx / (5.0 + c) + c) * np.cos(yy / 4.0) for c in range(3)], -1)
-    return np.clip(img + rng.normal(0, 4, (h, w, 3)), 0, 255).astype(np.uint8)
-
-
-def jpeg(img, **kwargs):
-    buf = io.BytesIO()
-    Image.fromarray(img).save(buf, "JPEG", **kwargs)
-    return torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)
 
 
 # Odd sizes; 4:2:0, 4:2:2 and 4:4:4; progressive; restart markers; grayscale (to RGB).

@@ -2,14 +2,12 @@
 torchvision) within the tolerance of a different IDCT and chroma upsampling, windows against
 decode-then-crop, both paths (hardware and hybrid), bad files, streams and opcheck. GPU
 machines only, with the extension built against nvJPEG."""
-import io
 
 import numpy as np
 import pytest
 import torch
-from PIL import Image
 
-from conftest import requires_cuda
+from conftest import jpeg, photo, requires_cuda
 
 pytest.importorskip("torchdali._C", reason="the C++ extension is not built")
 from torchdali.kernels import nvjpeg  # noqa: E402
@@ -20,19 +18,6 @@ from torchdali import types  # noqa: E402
 pytestmark = [requires_cuda, pytest.mark.skipif(not nvjpeg.available(), reason="built without nvJPEG")]
 
 RNG = np.random.default_rng(7)
-
-
-def photo(h, w, seed):
-    rng = np.random.default_rng(seed)
-    yy, xx = np.mgrid[0:h, 0:w]
-    img = np.stack([128 + 100 * np.sin(xx / (5.0 + c) + c) * np.cos(yy / 4.0) for c in range(3)], -1)
-    return np.clip(img + rng.normal(0, 4, (h, w, 3)), 0, 255).astype(np.uint8)
-
-
-def jpeg(img, **kwargs):
-    buf = io.BytesIO()
-    Image.fromarray(img).save(buf, "JPEG", **kwargs)
-    return torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)
 
 
 # Odd sizes, the usual 4:2:0, 4:2:2 and 4:4:4, and a grayscale file (decoded to RGB).
