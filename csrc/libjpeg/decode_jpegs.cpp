@@ -98,7 +98,7 @@ int32_t decode_window(const uint8_t* src, size_t n, const int64_t* window, bool 
     for (int64_t k = 0; k < want; ++k)
       lines[k] = in_place ? out + (r + k) * pitch : scratch.data() + k * scratch_pitch;
     const int64_t got = jpeg_read_scanlines(&cinfo, lines, static_cast<JDIMENSION>(want));
-    if (got == 0) longjmp(err.jump, kCorrupt);
+    if (got == 0) std::longjmp(err.jump, kCorrupt);
     if (!in_place)
       for (int64_t k = 0; k < got; ++k) std::memcpy(out + (r + k) * pitch, lines[k] + (x - left) * 3, pitch);
     r += got;
