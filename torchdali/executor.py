@@ -535,6 +535,12 @@ class AsyncRunner:
         self.ready.append(item)
         self.caller_turn.notify_all()
 
+    def _take_from_cpu(self):
+        """The oldest CPU-stage result (the lock held); the CPU thread may start another."""
+        self.taken += 1
+        self.cpu_turn.notify()
+        return self.cpu_done.popleft()
+
     def _decode_may_start(self):
         return self.cpu_done and (self.draining or not self.decoded)
 
@@ -544,9 +550,7 @@ class AsyncRunner:
             with self.lock:
                 if not self._wait(self.decode_turn, self._decode_may_start):
                     return
-                item = self.cpu_done.popleft()
-                self.taken += 1
-                self.cpu_turn.notify()
+                item = self._take_from_cpu()
             item = self._run(self.ex.run_decode_stage, item)
             with self.lock:
                 self.decoded.append(item)
@@ -567,9 +571,7 @@ class AsyncRunner:
                     item = self.decoded.popleft()
                     self.decode_turn.notify()
                 else:
-                    item = self.cpu_done.popleft()
-                    self.taken += 1
-                    self.cpu_turn.notify()
+                    item = self._take_from_cpu()
             item = self._run(self.ex.run_gpu_stage, item)
             with self.lock:
                 self._finish(item)

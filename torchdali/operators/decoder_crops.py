@@ -83,7 +83,7 @@ class _DecodeThenCrop(ImageDecoder):
             img = self.decode_one(data.file(i), errors, i)  # whole, on the CPU
             if img is not None:
                 self.decoded_by[CPU_DECODER] += 1
-                images[i] = self.on_device(img[y:y + h, x:x + w].contiguous(), ctx)
+                images[i] = self.on_device(img[y:y + h, x:x + w], ctx)
         return None
 
 @register("decoders.image_crop", devices=("cpu", "mixed"), inputs=(1, 1), aliases=("ImageDecoderCrop",),

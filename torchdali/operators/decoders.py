@@ -353,8 +353,11 @@ class ImageDecoder(Operator):
                 out[i] = self.on_device(img, ctx)
 
     def on_device(self, img, ctx):
-        """An image decoded on the CPU, on this operator's output device."""
-        return img.pin_memory().to(cuda_device(ctx), non_blocking=True) if self.spec.device == "mixed" else img
+        """An image decoded on the CPU (or a view of one), on this operator's output device:
+        copied to the GPU for 'mixed', made contiguous on the CPU."""
+        if self.spec.device == "mixed":
+            return img.pin_memory().to(cuda_device(ctx), non_blocking=True)
+        return img.contiguous()
 
     @property
     def plain_rgb(self):
