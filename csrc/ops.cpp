@@ -118,8 +118,12 @@ TORCH_LIBRARY(torchdali, m) {
   // where the hardware decoder decoded image i, 0 where the hybrid path did, else nvJPEG's
   // (positive) status code (its part of flat is unwritten).
   // `hw_load`: the fraction of the batch for the hardware decoder, where the GPU has one.
-  // Built where nvJPEG was found (csrc/nvjpeg/); jpeg_hardware_decoder says whether `device`
-  // has the hardware decoder.
+  // Built where nvJPEG was found (csrc/nvjpeg/), with its two halves declared there:
+  // decode_jpegs_start (same arguments) returns once the hardware decoder has its share
+  // (status -2 for those images) and the hybrid path has decoded the rest, with a handle
+  // (torchdali.PendingJpegs) that decode_jpegs_finish takes: it waits for the share, orders
+  // the current stream after it and returns the final status. jpeg_hardware_decoder says
+  // whether `device` has the hardware decoder.
   m.def("decode_jpegs(Tensor data, Tensor spans, Tensor windows, float hw_load, Device device) -> (Tensor, Tensor)");
   m.def("jpeg_hardware_decoder(Device device) -> bool");
   // Decodes JPEGs (data, spans) on the CPU with libjpeg-turbo, each only within

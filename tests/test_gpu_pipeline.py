@@ -1,4 +1,6 @@
 """The mixed and GPU stages: transfers, GPU operators, streams, the mixed ImageNet pipeline."""
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -148,3 +150,102 @@ def test_feed_input_with_gpu_arrays_of_every_kind():
         pipe.feed_input("x", data)
         (out,) = pipe.run()
         assert torch.equal(out.as_torch().cpu(), batch.cpu() * 2), type(data)
+
+
+def _augmenting_pipeline(data, on_error="raise", exec_async=True):
+    @pipeline_def(batch_size=8, num_threads=3, device_id=0, seed=11, exec_async=exec_async,
+                  exec_pipelined=exec_async)
+    def pipe():
+        jpegs, labels = fn.readers.file(file_root=data)
+        images = fn.decoders.image_random_crop(jpegs, device="mixed", on_error=on_error)
+        return fn.resize(images, size=(40, 40), dtype=types.FLOAT), labels.gpu(), jpegs.source_info()
+
+    return pipe()
+
+
+def _our_gpu_decoder():
+    from torchdali.kernels import nvjpeg
+
+    if not nvjpeg.available():
+        pytest.skip("built without our nvJPEG decoder")
+    return nvjpeg
+
+
+@pytest.mark.parametrize("exec_async", [True, False])
+def test_the_gpu_stage_finishes_what_the_hardware_decoder_started(tmp_path, monkeypatch, exec_async):
+    """The decode stage hands the hardware decoder's share over and goes on to the next
+    batch; the GPU stage waits for the share (decode_jpegs_finish runs in its thread)."""
+    import threading
+
+    nvjpeg = _our_gpu_decoder()
+    data = write_sample_dataset(str(tmp_path), num_images=16, min_size=100, max_size=200)
+    finished_in, real_finish = [], nvjpeg.decode_jpegs_finish
+
+    def finish(pending):
+        finished_in.append(threading.current_thread().name)
+        return real_finish(pending)
+
+    monkeypatch.setattr(nvjpeg, "decode_jpegs_finish", finish)
+    p = _augmenting_pipeline(data, exec_async=exec_async)
+    for _ in range(3):
+        images, _, _ = p.run()
+        assert images.as_torch().shape == (8, 40, 40, 3)
+    assert len(finished_in) >= 3
+    assert set(finished_in) == ({"torchdali-gpu"} if exec_async else {threading.current_thread().name})
+
+
+def _refuse_at_finish(monkeypatch, nvjpeg, sample):
+    """decode_jpegs_finish as if the engine had refused `sample` of each batch only then."""
+    real_finish = nvjpeg.decode_jpegs_finish
+
+    def finish(pending):
+        status = real_finish(pending)
+        status[sample] = 6  # NVJPEG_STATUS_EXECUTION_FAILED
+        return status
+
+    monkeypatch.setattr(nvjpeg, "decode_jpegs_finish", finish)
+
+
+def test_a_file_refused_at_finish_is_decoded_on_the_cpu(tmp_path, monkeypatch):
+    nvjpeg = _our_gpu_decoder()
+    data = write_sample_dataset(str(tmp_path), num_images=8, min_size=100, max_size=200)
+    expected, _, _ = _augmenting_pipeline(data).run()
+    _refuse_at_finish(monkeypatch, nvjpeg, 3)
+    p = _augmenting_pipeline(data)
+    images, _, _ = p.run()
+    a, b = expected.as_torch(), images.as_torch()
+    keep = [i for i in range(8) if i != 3]
+    assert torch.equal(a[keep], b[keep])
+    # sample 3 comes from the CPU decoder (libjpeg-turbo's IDCT and chroma upsampling)
+    assert 0 < (a[3] - b[3]).abs().mean().item() < 6.0
+    (stats,) = [v["decoder_backend"] for k, v in p.executor_statistics().items() if "decoder_backend" in v]
+    by_hardware, by_cpu = re.fullmatch(r"nvJPEG (?:hardware decoder|hybrid path): (\d+), CPU, one image at a time "
+                                       r"\(.*\): (\d+)", stats).groups()  # one of 8 per batch on the CPU
+    assert int(by_hardware) == 7 * int(by_cpu) > 0
+
+
+@pytest.mark.parametrize("on_error", ["raise", "skip"])
+def test_a_file_refused_at_finish_that_the_cpu_cannot_decode(tmp_path, monkeypatch, on_error):
+    """It fails the iteration naming the file, or leaves the iteration with its label and name."""
+    from torchdali.operators import decoders
+
+    nvjpeg = _our_gpu_decoder()
+    data = write_sample_dataset(str(tmp_path), num_images=8, min_size=100, max_size=200)
+    _, labels, names = _augmenting_pipeline(data).run()
+    labels, names = labels.as_cpu().as_array().ravel().tolist(), [bytes(names.at(i)).decode() for i in range(8)]
+    _refuse_at_finish(monkeypatch, nvjpeg, 2)
+
+    def broken(blob, output_type, orient=True):
+        raise ValueError("broken beyond repair")
+
+    monkeypatch.setattr(decoders, "decode_cpu", broken)
+    p = _augmenting_pipeline(data, on_error=on_error)
+    if on_error == "raise":
+        with pytest.raises(RuntimeError, match=rf"cannot decode {re.escape(names[2])}: broken beyond repair"):
+            p.run()
+        return
+    with pytest.warns(UserWarning, match=rf"skipped 1 undecodable sample\(s\) in this batch \({re.escape(names[2])}\)"):
+        images, got_labels, got_names = p.run()
+    assert images.as_torch().shape == (7, 40, 40, 3)
+    assert got_labels.as_cpu().as_array().ravel().tolist() == labels[:2] + labels[3:]
+    assert [bytes(got_names.at(i)).decode() for i in range(7)] == names[:2] + names[3:]

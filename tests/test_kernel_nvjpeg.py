@@ -115,6 +115,52 @@ def test_decodes_on_the_current_stream():
     assert total.item() == reference.sum(dtype=torch.int64).item()
 
 
+@pytest.mark.parametrize("hw_load", [0.0, 0.5, 1.0])
+def test_start_and_finish_decode_as_decode_jpegs(hw_load):
+    """The two halves: the hardware decoder's share is pending until finish, whose status
+    and pixels are decode_jpegs'; two batches may be in flight at once."""
+    device = torch.device("cuda")
+    windows = whole(SIZES)
+    reference, reference_status = nvjpeg.decode_jpegs(FILES, windows, hw_load, device)
+    reversed_reference, _ = nvjpeg.decode_jpegs(FILES[::-1], whole(SIZES[::-1]), hw_load, device)
+    first = nvjpeg.decode_jpegs_start(FILES, windows, hw_load, device)
+    second = nvjpeg.decode_jpegs_start(FILES[::-1], whole(SIZES[::-1]), hw_load, device)
+    for flat, status, pending in (first, second):
+        on_hardware = status == nvjpeg.PENDING
+        assert bool(on_hardware.any()) == (hw_load > 0 and nvjpeg.has_hardware_decoder(device))
+        assert (status[~on_hardware] == nvjpeg.BY_HYBRID).all()
+        final = nvjpeg.decode_jpegs_finish(pending)
+        assert (final[on_hardware] == nvjpeg.BY_HARDWARE).all() and (final[~on_hardware] == status[~on_hardware]).all()
+        assert torch.equal(nvjpeg.decode_jpegs_finish(pending), final)  # finished: the same again
+    assert torch.equal(first[0], reference) and torch.equal(nvjpeg.decode_jpegs_finish(first[2]), reference_status)
+    assert torch.equal(second[0], reversed_reference)
+
+
+def test_finish_orders_the_current_stream():
+    device = torch.device("cuda")
+    windows = whole(SIZES)
+    reference, _ = nvjpeg.decode_jpegs(FILES, windows, 1.0, device)
+    decode_stream, consumer = torch.cuda.Stream(), torch.cuda.Stream()
+    with torch.cuda.stream(decode_stream):
+        flat, _, pending = nvjpeg.decode_jpegs_start(FILES, windows, 1.0, device)
+    with torch.cuda.stream(consumer):
+        consumer.wait_stream(decode_stream)
+        nvjpeg.decode_jpegs_finish(pending)
+        copy = flat.clone()  # ordered after the hardware decoder's work by finish
+    consumer.synchronize()
+    assert torch.equal(copy, reference)
+
+
+def test_a_batch_dropped_unfinished_leaves_the_engine_well():
+    device = torch.device("cuda")
+    windows = whole(SIZES)
+    reference, _ = nvjpeg.decode_jpegs(FILES, windows, 1.0, device)
+    for _ in range(4):  # the dropped batches' memory and staging are reused safely
+        nvjpeg.decode_jpegs_start(FILES, windows, 1.0, device)
+    flat, _ = nvjpeg.decode_jpegs(FILES, windows, 1.0, device)
+    assert torch.equal(flat, reference)
+
+
 def test_bad_arguments():
     with pytest.raises(RuntimeError, match="windows.*int64 CPU tensor"):
         nvjpeg.decode_jpegs(FILES[:2], whole(SIZES[:1]), 0.5, torch.device("cuda"))

@@ -38,6 +38,7 @@ class Step:
         self.run = run
         self.inputs = [(x.source.id, x.index) for x in node.inputs]
         self.arg_inputs = {k: (x.source.id, x.index) for k, x in node.arg_inputs.items()}
+        self.finishes_later = False  # may leave its outputs to the GPU stage to finish (Executor)
 
 
 class Iteration:
@@ -48,6 +49,7 @@ class Iteration:
         self.ctx = ctx
         self.data = {}
         self.decoded = None  # recorded on the decode stream after the mixed operators
+        self.unfinished = []  # (step, its RunContext.finish_later callables), for the GPU stage
         self.event = None  # recorded on the pipeline's stream after the GPU operators
         self.outputs = None
 
@@ -124,6 +126,13 @@ class Executor:
         self.uses_gpu = bool(self.mixed_steps or self.gpu_steps) or any(x.device == "gpu" for x in outputs)
         # Decoding on its own stream (and thread) pays when GPU operators follow it.
         self.decode_stage = bool(self.mixed_steps) and bool(self.gpu_steps)
+        # A mixed operator whose outputs only the GPU stage reads may leave them to be
+        # finished there (RunContext.finish_later): the decode thread goes on meanwhile.
+        read_by_mixed = {k for s in self.mixed_steps for k in (*s.inputs, *s.arg_inputs.values())}
+        for step in self.mixed_steps:
+            outputs = [(step.node.id, i) for i in range(len(step.node.outputs))]
+            step.finishes_later = (self.decode_stage and not step.node.in_branch
+                                   and not read_by_mixed.intersection(outputs))
         self.num_threads = max(1, pipe.num_threads)
         self.pool = concurrent.futures.ThreadPoolExecutor(self.num_threads,
                                                           thread_name_prefix="torchdali")
@@ -155,7 +164,13 @@ class Executor:
         waits for them on the device, not on the host."""
         self._snapshot(it.index, self.mixed_steps)
         with torch.cuda.device(self.cuda_device), torch.cuda.stream(self.decode_stream):
-            self._run_steps(self.mixed_steps, it)
+            for step in self.mixed_steps:
+                it.ctx.unfinished = [] if step.finishes_later else None
+                self.run_step(step, it)
+                self._record_memory(step, it)
+                if it.ctx.unfinished:
+                    it.unfinished.append((step, it.ctx.unfinished))
+            it.ctx.unfinished = None
             it.decoded = torch.cuda.Event()
             it.decoded.record(self.decode_stream)
         return it
@@ -169,6 +184,7 @@ class Executor:
             with torch.cuda.device(self.cuda_device), torch.cuda.stream(self.stream):
                 if it.decoded is not None:
                     self.stream.wait_event(it.decoded)
+                    self._finish_mixed(it)
                     # The decoded batches are freed when this stage ends, maybe before the
                     # stream has read them: their memory waits for this stream's work.
                     record_on(self.stream, [b for b in it.data.values() if b.device == "gpu"])
@@ -185,6 +201,17 @@ class Executor:
             self.run_decode_stage(it)
         return self.run_gpu_stage(it)
 
+    def _finish_mixed(self, it):
+        """What the decode stage's operators left to finish (RunContext.finish_later), done
+        on this stage's stream; then the samples they skipped leave the iteration."""
+        for step, unfinished in it.unfinished:
+            with operator_errors(step, it.index):
+                for finish in unfinished:
+                    finish(it.ctx)
+        it.unfinished = []
+        if it.ctx.dropped:
+            self._drop(it, sorted(set(it.ctx.dropped)))
+
     def _run_steps(self, steps, it):
         for step in steps:
             self.run_step(step, it)
@@ -198,22 +225,11 @@ class Executor:
         n = Executor._step_batch_size(step, inputs, arg_batches, ctx)
         if n != ctx.batch_size:  # a per-sample conditional's branch: its part of the batch
             ctx = dataclasses.replace(ctx, batch_size=n)
-        try:
+        with operator_errors(step, it.index):
             if n == 0 and (inputs or arg_batches):  # an empty branch: nothing to run
                 outs = [TensorList.make([], device=x.device) for x in step.node.outputs]
             else:
                 outs = step.run(inputs, Args(step.impl, arg_batches), ctx)
-        except StopIteration:
-            raise
-        except OperatorError as e:
-            if e.iteration is None:
-                e.iteration = it.index
-            raise
-        except Exception as e:
-            err = OperatorError.of_kind(RuntimeError)(
-                f"{step.node.schema.name} ('{step.node.name}'), iteration {it.index}: {type(e).__name__}: {e}")
-            err.operator, err.instance, err.iteration = step.node.schema.name, step.node.name, it.index
-            raise err from e
         if len(outs) != len(step.node.outputs):
             raise step.impl.error(f"produced {len(outs)} outputs, expected {len(step.node.outputs)}")
         if ctx.dropped:
@@ -340,6 +356,30 @@ class Executor:
 
     def shutdown(self):
         self.pool.shutdown(wait=False)
+
+
+class operator_errors:
+    """A context in which an error raised by `step`'s operator in `iteration` becomes an
+    OperatorError naming both (StopIteration passes: a reader's end of data)."""
+
+    def __init__(self, step, iteration):
+        self.step, self.iteration = step, iteration
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, e, traceback):
+        if e is None or isinstance(e, StopIteration) or not isinstance(e, Exception):
+            return False
+        if isinstance(e, OperatorError):
+            if e.iteration is None:
+                e.iteration = self.iteration
+            return False
+        node = self.step.node
+        err = OperatorError.of_kind(RuntimeError)(
+            f"{node.schema.name} ('{node.name}'), iteration {self.iteration}: {type(e).__name__}: {e}")
+        err.operator, err.instance, err.iteration = node.schema.name, node.name, self.iteration
+        raise err from e
 
 
 def hand_over(it, cuda_stream=None):

@@ -1,21 +1,24 @@
 // torchdali::decode_jpegs: a batch of JPEGs decoded on the GPU by nvJPEG, each into its
-// window of one output buffer, on the caller's current CUDA stream.
+// window of one output buffer, ordered on the caller's current CUDA stream.
 //
 // Two paths share a batch, as in DALI's 'mixed' decoder:
 // - the hardware decoder (the NVJPG engines of A100/H100/H200), one batched call for the
-//   first `hw_load` fraction of the images it supports;
+//   first `hw_load` fraction of the images it supports, on a thread of its own;
 // - the hybrid path for the rest: Huffman decoding on torch's intra-op threads (one worker
 //   state per thread), the IDCT and colour conversion on the GPU.
 // Only the window is decoded (nvJPEG's ROI decoding). Device memory comes from torch's
-// caching allocator, on the decode stream; nothing waits for the GPU except a worker that
-// reuses its pinned staging buffer before the previous copy out of it has finished. The
-// two paths run at once (the hardware call on its own thread). The dispatcher releases the
-// caller's GIL for the whole call.
+// caching allocator. The hardware decoder's call holds its thread until the engines are
+// done, so decode_jpegs_start returns once it has handed the share over (its bitstreams
+// copied to page-locked memory: a copy from pageable memory would wait for the stream) and
+// the hybrid path has run; decode_jpegs_finish waits for the share and orders the caller's
+// stream after it. A decode thread can so prepare its next batch while the engines work;
+// the next start waits for them. The dispatcher releases the caller's GIL for every call.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <torch/custom_class.h>
 #include <torch/library.h>
 
 #include "../encoded.h"
@@ -24,6 +27,8 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstring>
+#include <deque>
 #include <functional>
 #include <cmath>
 #include <memory>
@@ -85,8 +90,9 @@ int pinned_free(void*, void* ptr, size_t, cudaStream_t) { return cudaFreeHost(pt
 nvjpegPinnedAllocatorV2_t pinned_allocator{&pinned_malloc, &pinned_free, nullptr};
 
 // The status of an image the hardware decoder decoded (the hybrid path's is 0, a failure's
-// nvJPEG's positive status code).
+// nvJPEG's positive status code), and of one it has yet to decode (decode_jpegs_start's).
 constexpr int32_t kByHardware = -1;
+constexpr int32_t kPending = -2;
 
 // One image's region: (y, x, h, w) in pixels.
 struct Window {
@@ -170,23 +176,16 @@ class Worker {
   cudaEvent_t done_{};
 };
 
-// One long-lived thread that runs a task at a time: the hardware decoder's state is made
-// and used there, as nvJPEG's hardware decoder works only on the thread that made its state.
+// One long-lived thread that runs posted tasks in order: the hardware decoder's state is
+// made and used there, as nvJPEG's hardware decoder works only on the thread that made it.
 class TaskThread {
  public:
   TaskThread() : thread_([this] { loop(); }) {}
 
-  // Runs `task` on the thread; wait() returns when it has finished.
-  void start(std::function<void()> task) {
+  void post(std::function<void()> task) {
     std::lock_guard<std::mutex> lock(mutex_);
-    task_ = std::move(task);
-    busy_ = true;
-    changed_.notify_all();
-  }
-
-  void wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait(lock, [this] { return !busy_; });
+    tasks_.push_back(std::move(task));
+    changed_.notify_one();
   }
 
  private:
@@ -195,22 +194,113 @@ class TaskThread {
       std::function<void()> task;
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        changed_.wait(lock, [this] { return busy_ && task_; });
-        task = std::move(task_);
-        task_ = nullptr;
+        changed_.wait(lock, [this] { return !tasks_.empty(); });
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
       }
       task();
-      std::lock_guard<std::mutex> lock(mutex_);
-      busy_ = false;
-      changed_.notify_all();
     }
   }
 
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::function<void()> task_;
-  bool busy_ = false;
+  std::deque<std::function<void()>> tasks_;
   std::thread thread_;  // last: starts once the members above exist
+};
+
+// Page-locked host memory from torch's host allocator, grown (rarely) to the largest size
+// asked for. The allocator keeps what it hands back (no cudaFreeHost, which would wait for
+// the whole GPU), and a job grows only when the GPU is done with its buffer.
+class PinnedBuffer {
+ public:
+  uint8_t* reserve(size_t bytes) {
+    if (!buffer_.defined() || static_cast<size_t>(buffer_.numel()) < bytes)
+      buffer_ = at::empty({static_cast<int64_t>(bytes + bytes / 4)},
+                          at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+    return buffer_.data_ptr<uint8_t>();
+  }
+
+ private:
+  at::Tensor buffer_;
+};
+
+// A batch's share for the hardware decoder: each file's parsed header and decode parameters
+// (for every image of the batch: which ones the decoder supports decides the share), the
+// share's bitstreams in page-locked memory, and where each image goes. Reused by a later
+// batch once nothing holds it and the GPU is done with it (Engine::idle_job).
+struct HardwareJob {
+  HardwareJob() {
+    C10_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  }
+
+  // Parse state for n images.
+  void reserve(nvjpegHandle_t handle, int64_t n) {
+    while (static_cast<int64_t>(streams.size()) < n) {
+      nvjpegJpegStream_t s;
+      nvjpegDecodeParams_t p;
+      NVJPEG_CHECK(nvjpegJpegStreamCreate(handle, &s));
+      NVJPEG_CHECK(nvjpegDecodeParamsCreate(handle, &p));
+      streams.push_back(s);
+      params.push_back(p);
+    }
+  }
+
+  void begin() {
+    std::lock_guard<std::mutex> lock(mutex);
+    running = true;
+  }
+
+  void end(nvjpegStatus_t s) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      status = s;
+      running = false;
+    }
+    changed.notify_all();
+  }
+
+  nvjpegStatus_t wait() {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [this] { return !running; });
+    return status;
+  }
+
+  bool idle() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return !running;
+  }
+
+  std::vector<nvjpegJpegStream_t> streams;  // per image of the batch
+  std::vector<nvjpegDecodeParams_t> params;
+  PinnedBuffer staging;
+  std::vector<int64_t> images;  // the share: indices in the batch
+  std::vector<const unsigned char*> ptrs;  // per image of the share
+  std::vector<size_t> sizes;
+  std::vector<nvjpegImage_t> dests;
+  std::vector<nvjpegDecodeParams_t> share_params;
+  at::Tensor flat;  // the output, held until the decoder has been called
+  cudaEvent_t done{};  // on the batch's stream: the share is decoded
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool running = false;
+  nvjpegStatus_t status = NVJPEG_STATUS_SUCCESS;
+};
+
+class Engine;
+
+// A batch that decode_jpegs_start has begun: what decode_jpegs_finish needs to complete it.
+struct PendingJpegs : torch::CustomClassHolder {
+  PendingJpegs(Engine* engine, const torchdali::Encoded& files, std::vector<Window> regions,
+               std::vector<int64_t> offsets, at::Tensor flat)
+      : engine(engine), files(files), regions(std::move(regions)), offsets(std::move(offsets)), flat(std::move(flat)) {}
+
+  Engine* engine;
+  torchdali::Encoded files;
+  std::vector<Window> regions;
+  std::vector<int64_t> offsets;
+  at::Tensor flat;
+  at::Tensor status;  // as decode_jpegs_start returned it (kPending for the share), until finished
+  std::shared_ptr<HardwareJob> job;  // null once finished, or when the hardware decoder had no share
 };
 
 // The decoders of one GPU. Made on first use and kept for the process (never destroyed:
@@ -229,11 +319,15 @@ class Engine {
 
   bool has_hardware() const { return hw_handle_ != nullptr; }
 
-  // (flat, status): see the schema in csrc/ops.cpp.
-  std::tuple<at::Tensor, at::Tensor> decode(const torchdali::Encoded& data, const at::Tensor& windows,
-                                            double hw_load) {
+  // (flat, status, pending): see the schemas in csrc/ops.cpp.
+  std::tuple<at::Tensor, at::Tensor, c10::intrusive_ptr<PendingJpegs>> start(const torchdali::Encoded& files,
+                                                                             const at::Tensor& windows,
+                                                                             double hw_load) {
     std::lock_guard<std::mutex> lock(mutex_);
-    const int64_t n = data.size();
+    // No start during the hardware decoder's call: with starts overlapping it, the val
+    // benchmark (whole images) hung in the driver, a GPU-stage copy waiting on its lock.
+    for (const auto& job : jobs_) job->wait();
+    const int64_t n = files.size();
     auto win = windows.accessor<int64_t, 2>();
     std::vector<Window> regions(n);
     std::vector<int64_t> offsets(n + 1, 0);
@@ -246,41 +340,51 @@ class Engine {
     at::Tensor status = at::zeros({n}, at::kInt);
     int32_t* st = status.data_ptr<int32_t>();
     uint8_t* base = flat.data_ptr<uint8_t>();
+    auto pending = c10::make_intrusive<PendingJpegs>(this, files, regions, offsets, flat);
 
-    // The hardware decoder's share runs on its own thread while the intra-op threads take
-    // the rest through the hybrid path; a failed batched call leaves its share to the hybrid path.
-    const std::vector<int64_t> hardware = hardware_share(data, regions, hw_load);
+    // The hardware decoder's share runs on its thread; the intra-op threads take the rest
+    // through the hybrid path meanwhile.
+    std::shared_ptr<HardwareJob> job = hardware_share(files, regions, hw_load);
     std::vector<char> on_hardware(n, 0);
-    for (int64_t i : hardware) on_hardware[i] = 1;
+    if (job) {
+      stage(*job, files, regions, offsets, base);
+      job->flat = flat;
+      job->begin();
+      hardware_thread_.post([this, job, stream] { run_hardware(*job, stream); });
+      for (int64_t i : job->images) {
+        on_hardware[i] = 1;
+        st[i] = kPending;
+      }
+      pending->job = job;
+    }
     std::vector<int64_t> hybrid;
     for (int64_t i = 0; i < n; ++i)
       if (!on_hardware[i]) hybrid.push_back(i);
-    nvjpegStatus_t hardware_status = NVJPEG_STATUS_SUCCESS;
-    if (!hardware.empty()) {
-      hardware_thread_.start([&] {
-        try {
-          c10::cuda::CUDAGuard guard(device_);
-          hardware_status = decode_hardware(data, regions, offsets, hardware, base, stream);
-        } catch (...) {  // e.g. out of memory: the hybrid path decodes the share
-          hardware_status = NVJPEG_STATUS_EXECUTION_FAILED;
-        }
-      });
-    }
-    try {
-      decode_hybrid(data, regions, offsets, hybrid, base, stream, st);
-    } catch (...) {
-      hardware_thread_.wait();  // the task uses this call's locals
-      throw;
-    }
-    hardware_thread_.wait();
-    if (hardware_status != NVJPEG_STATUS_SUCCESS) {
+    decode_hybrid(files, regions, offsets, hybrid, base, stream, st);
+    pending->status = status.clone();
+    return {flat, status, pending};
+  }
+
+  // The final status of a started batch: waits for the hardware decoder's share, whose
+  // images the hybrid path decodes if the decoder failed; the caller's stream then waits
+  // for them. Once a batch is finished, this returns its status again.
+  at::Tensor finish(PendingJpegs& pending) {
+    std::shared_ptr<HardwareJob> job = std::move(pending.job);
+    if (!job) return pending.status.clone();
+    const nvjpegStatus_t hardware_status = job->wait();
+    cudaStream_t stream = at::cuda::getCurrentCUDAStream(device_).stream();
+    C10_CUDA_CHECK(cudaStreamWaitEvent(stream, job->done, 0));
+    int32_t* st = pending.status.data_ptr<int32_t>();
+    if (hardware_status == NVJPEG_STATUS_SUCCESS) {
+      for (int64_t i : job->images) st[i] = kByHardware;
+    } else {
       TORCH_WARN_ONCE("decode_jpegs: the hardware JPEG decoder failed on a batch (", status_name(hardware_status),
                       "); its share goes through the hybrid path");
-      decode_hybrid(data, regions, offsets, hardware, base, stream, st);
-    } else {
-      for (int64_t i : hardware) st[i] = kByHardware;
+      std::lock_guard<std::mutex> lock(mutex_);
+      decode_hybrid(pending.files, pending.regions, pending.offsets, job->images,
+                    pending.flat.data_ptr<uint8_t>(), stream, st);
     }
-    return {flat, status};
+    return pending.status.clone();
   }
 
  private:
@@ -288,6 +392,7 @@ class Engine {
   void decode_hybrid(const torchdali::Encoded& data, const std::vector<Window>& regions,
                      const std::vector<int64_t>& offsets, const std::vector<int64_t>& index, uint8_t* base,
                      cudaStream_t stream, int32_t* st) {
+    if (index.empty()) return;
     const int threads = at::get_num_threads();
     while (static_cast<int>(workers_.size()) < threads)
       workers_.push_back(std::make_unique<Worker>(handle_, decoder_));
@@ -304,74 +409,104 @@ class Engine {
     });
   }
 
-  // The images for the hardware decoder: the first hw_load of the batch among those it
-  // supports with their window (the rest, and files it cannot parse, go the hybrid path).
-  std::vector<int64_t> hardware_share(const torchdali::Encoded& data, const std::vector<Window>& regions,
-                                      double hw_load) {
-    if (!hw_handle_ || hw_load <= 0) return {};
-    const int64_t n = data.size();
-    while (static_cast<int64_t>(hw_streams_.size()) < n) {
-      nvjpegJpegStream_t s;
-      nvjpegDecodeParams_t p;
-      NVJPEG_CHECK(nvjpegJpegStreamCreate(hw_handle_, &s));
-      NVJPEG_CHECK(nvjpegDecodeParamsCreate(hw_handle_, &p));
-      hw_streams_.push_back(s);
-      hw_params_.push_back(p);
+  // A job no batch holds and the GPU is done with (its page-locked bitstreams were read),
+  // else a new one.
+  std::shared_ptr<HardwareJob> idle_job() {
+    for (const auto& job : jobs_) {
+      if (job.use_count() != 1 || !job->idle()) continue;  // a pending batch or the task holds it
+      const cudaError_t e = cudaEventQuery(job->done);
+      if (e == cudaSuccess) return job;
+      if (e != cudaErrorNotReady) C10_CUDA_CHECK(e);
+      (void)cudaGetLastError();  // not ready is no error
     }
+    jobs_.push_back(std::make_shared<HardwareJob>());
+    return jobs_.back();
+  }
+
+  // The hardware decoder's share of the batch: the first hw_load of it among the images it
+  // supports with their window (the rest, and files it cannot parse, go the hybrid path);
+  // null when that is none.
+  std::shared_ptr<HardwareJob> hardware_share(const torchdali::Encoded& data, const std::vector<Window>& regions,
+                                              double hw_load) {
+    const int64_t n = data.size();
+    if (!hw_handle_ || hw_load <= 0 || n == 0) return nullptr;
+    std::shared_ptr<HardwareJob> job = idle_job();
+    job->reserve(hw_handle_, n);
     std::vector<char> supported(n, 0);
     at::parallel_for(0, n, 16, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        nvjpegStatus_t s = nvjpegJpegStreamParseHeader(hw_handle_, data.data(i), data.bytes(i), hw_streams_[i]);
+        nvjpegStatus_t s = nvjpegJpegStreamParseHeader(hw_handle_, data.data(i), data.bytes(i), job->streams[i]);
         unsigned width = 0, height = 0;
-        if (s == NVJPEG_STATUS_SUCCESS) s = nvjpegJpegStreamGetFrameDimensions(hw_streams_[i], &width, &height);
-        if (s == NVJPEG_STATUS_SUCCESS) s = set_window(hw_params_[i], regions[i], width, height);
+        if (s == NVJPEG_STATUS_SUCCESS) s = nvjpegJpegStreamGetFrameDimensions(job->streams[i], &width, &height);
+        if (s == NVJPEG_STATUS_SUCCESS) s = set_window(job->params[i], regions[i], width, height);
         int is_supported = 1;
         if (s == NVJPEG_STATUS_SUCCESS)
-          s = nvjpegDecodeBatchedSupportedEx(hw_handle_, hw_streams_[i], hw_params_[i], &is_supported);
+          s = nvjpegDecodeBatchedSupportedEx(hw_handle_, job->streams[i], job->params[i], &is_supported);
         supported[i] = s == NVJPEG_STATUS_SUCCESS && is_supported == 0;
       }
     });
     const int64_t quota = static_cast<int64_t>(std::llround(std::min(hw_load, 1.0) * n));
-    std::vector<int64_t> chosen;
-    for (int64_t i = 0; i < n && static_cast<int64_t>(chosen.size()) < quota; ++i)
-      if (supported[i]) chosen.push_back(i);
-    return chosen;
+    job->images.clear();
+    for (int64_t i = 0; i < n && static_cast<int64_t>(job->images.size()) < quota; ++i)
+      if (supported[i]) job->images.push_back(i);
+    if (job->images.empty()) return nullptr;
+    return job;
   }
 
-  // One batched call of the hardware decoder (on its thread, which also owns its state).
-  nvjpegStatus_t decode_hardware(const torchdali::Encoded& data, const std::vector<Window>& regions,
-                       const std::vector<int64_t>& offsets, const std::vector<int64_t>& chosen, uint8_t* base,
-                       cudaStream_t stream) {
-    const int m = static_cast<int>(chosen.size());
-    std::vector<const unsigned char*> ptrs(m);
-    std::vector<size_t> sizes(m);
-    std::vector<nvjpegImage_t> dests(m);
-    std::vector<nvjpegDecodeParams_t> params(m);
-    for (int k = 0; k < m; ++k) {
-      const int64_t i = chosen[k];
-      ptrs[k] = data.data(i);
-      sizes[k] = data.bytes(i);
-      dests[k] = nvjpegImage_t{};
-      dests[k].channel[0] = base + offsets[i];
-      dests[k].pitch[0] = size_t(regions[i].w) * 3;
-      params[k] = hw_params_[i];
+  // The share's bitstreams copied to the job's page-locked buffer (over the intra-op
+  // threads), and the decoder's arguments for each image.
+  void stage(HardwareJob& job, const torchdali::Encoded& data, const std::vector<Window>& regions,
+             const std::vector<int64_t>& offsets, uint8_t* base) {
+    const int64_t m = static_cast<int64_t>(job.images.size());
+    std::vector<size_t> at(m + 1, 0);
+    for (int64_t k = 0; k < m; ++k) at[k + 1] = at[k] + data.bytes(job.images[k]);
+    uint8_t* staging = job.staging.reserve(std::max<size_t>(at[m], 1));
+    job.ptrs.resize(m);
+    job.sizes.resize(m);
+    job.dests.assign(m, nvjpegImage_t{});
+    job.share_params.resize(m);
+    at::parallel_for(0, m, 8, [&](int64_t begin, int64_t end) {
+      for (int64_t k = begin; k < end; ++k) {
+        const int64_t i = job.images[k];
+        std::memcpy(staging + at[k], data.data(i), data.bytes(i));
+        job.ptrs[k] = staging + at[k];
+        job.sizes[k] = data.bytes(i);
+        job.dests[k].channel[0] = base + offsets[i];
+        job.dests[k].pitch[0] = size_t(regions[i].w) * 3;
+        job.share_params[k] = job.params[i];
+      }
+    });
+  }
+
+  // One batched call of the hardware decoder, on its thread (which also owns its state), on
+  // the stream of the batch's start (where its output was allocated).
+  void run_hardware(HardwareJob& job, cudaStream_t stream) {
+    nvjpegStatus_t s = NVJPEG_STATUS_EXECUTION_FAILED;
+    try {
+      c10::cuda::CUDAGuard guard(device_);
+      const int m = static_cast<int>(job.images.size());
+      s = hw_state_ ? NVJPEG_STATUS_SUCCESS : nvjpegJpegStateCreate(hw_handle_, &hw_state_);
+      if (s == NVJPEG_STATUS_SUCCESS) s = nvjpegDecodeBatchedInitialize(hw_handle_, hw_state_, m, 1, NVJPEG_OUTPUT_RGBI);
+      if (s == NVJPEG_STATUS_SUCCESS)
+        s = nvjpegDecodeBatchedEx(hw_handle_, hw_state_, job.ptrs.data(), job.sizes.data(), job.dests.data(),
+                                  job.share_params.data(), stream);
+      C10_CUDA_CHECK(cudaEventRecord(job.done, stream));
+    } catch (...) {  // e.g. a CUDA error: the hybrid path decodes the share
+      s = NVJPEG_STATUS_EXECUTION_FAILED;
     }
-    nvjpegStatus_t s = hw_state_ ? NVJPEG_STATUS_SUCCESS : nvjpegJpegStateCreate(hw_handle_, &hw_state_);
-    if (s == NVJPEG_STATUS_SUCCESS) s = nvjpegDecodeBatchedInitialize(hw_handle_, hw_state_, m, 1, NVJPEG_OUTPUT_RGBI);
-    if (s != NVJPEG_STATUS_SUCCESS) return s;
-    return nvjpegDecodeBatchedEx(hw_handle_, hw_state_, ptrs.data(), sizes.data(), dests.data(), params.data(), stream);
+    job.flat = at::Tensor();  // if the caller has dropped it, freed in the stream's order after the decoder's work
+    job.end(s);
   }
 
   int device_;
-  std::mutex mutex_;
+  std::mutex mutex_;  // one start (or hybrid fallback) at a time: they share the workers
   nvjpegHandle_t handle_{};
   nvjpegJpegDecoder_t decoder_{};
   cudaEvent_t ready_{};  // the output buffer is free for the workers' streams
-  nvjpegHandle_t hw_handle_{};
-  nvjpegJpegState_t hw_state_{};
-  std::vector<nvjpegJpegStream_t> hw_streams_;  // one per image of the largest batch so far
-  std::vector<nvjpegDecodeParams_t> hw_params_;
   std::vector<std::unique_ptr<Worker>> workers_;  // one per intra-op thread
+  nvjpegHandle_t hw_handle_{};
+  nvjpegJpegState_t hw_state_{};  // used on hardware_thread_ only
+  std::vector<std::shared_ptr<HardwareJob>> jobs_;
   TaskThread hardware_thread_;
 };
 
@@ -384,8 +519,8 @@ Engine& engine(int device) {
   return *e;
 }
 
-std::tuple<at::Tensor, at::Tensor> decode_jpegs(const at::Tensor& data, const at::Tensor& spans,
-                                                const at::Tensor& windows, double hw_load, at::Device device) {
+std::tuple<at::Tensor, at::Tensor, c10::intrusive_ptr<PendingJpegs>> decode_jpegs_start(
+    const at::Tensor& data, const at::Tensor& spans, const at::Tensor& windows, double hw_load, at::Device device) {
   TORCH_CHECK(device.is_cuda(), "decode_jpegs: `device` must be a CUDA device, got ", device);
   const torchdali::Encoded files("decode_jpegs", data, spans);
   TORCH_CHECK(windows.dim() == 2 && windows.size(1) == 4 && windows.size(0) == files.size() &&
@@ -393,7 +528,17 @@ std::tuple<at::Tensor, at::Tensor> decode_jpegs(const at::Tensor& data, const at
               "decode_jpegs: `windows` must be an int64 CPU tensor [N, 4] (y, x, h, w), one row per image");
   const int index = device.has_index() ? device.index() : c10::cuda::current_device();
   c10::cuda::CUDAGuard guard(index);
-  return engine(index).decode(files, windows.contiguous(), hw_load);
+  return engine(index).start(files, windows.contiguous(), hw_load);
+}
+
+at::Tensor decode_jpegs_finish(const c10::intrusive_ptr<PendingJpegs>& pending) {
+  return pending->engine->finish(*pending);
+}
+
+std::tuple<at::Tensor, at::Tensor> decode_jpegs(const at::Tensor& data, const at::Tensor& spans,
+                                                const at::Tensor& windows, double hw_load, at::Device device) {
+  auto [flat, status, pending] = decode_jpegs_start(data, spans, windows, hw_load, device);
+  return {flat, decode_jpegs_finish(pending)};
 }
 
 bool has_hardware_decoder(at::Device device) {
@@ -404,11 +549,21 @@ bool has_hardware_decoder(at::Device device) {
 
 }  // namespace
 
+// The two halves of decode_jpegs, declared where nvJPEG is built (their handle's class is here).
+TORCH_LIBRARY_FRAGMENT(torchdali, m) {
+  m.class_<PendingJpegs>("PendingJpegs");
+  m.def("decode_jpegs_start(Tensor data, Tensor spans, Tensor windows, float hw_load, Device device) -> "
+        "(Tensor, Tensor, __torch__.torch.classes.torchdali.PendingJpegs)");
+  m.def("decode_jpegs_finish(__torch__.torch.classes.torchdali.PendingJpegs pending) -> Tensor");
+}
+
 // The data are CPU tensors, so the dispatcher finds the kernel under CPU; it writes CUDA memory.
 TORCH_LIBRARY_IMPL(torchdali, CPU, m) {
   m.impl("decode_jpegs", &decode_jpegs);
+  m.impl("decode_jpegs_start", &decode_jpegs_start);
 }
 
 TORCH_LIBRARY_IMPL(torchdali, CompositeExplicitAutograd, m) {
   m.impl("jpeg_hardware_decoder", &has_hardware_decoder);
+  m.impl("decode_jpegs_finish", &decode_jpegs_finish);
 }

@@ -11,9 +11,11 @@ from .io import EncodedFiles
 
 load_extension()
 
-__all__ = ["available", "decode_jpegs", "has_hardware_decoder", "BY_HARDWARE", "BY_HYBRID", "DECODERS"]
+__all__ = ["available", "decode_jpegs", "decode_jpegs_start", "decode_jpegs_finish", "has_hardware_decoder",
+           "BY_HARDWARE", "BY_HYBRID", "PENDING", "DECODERS"]
 
 BY_HARDWARE, BY_HYBRID = -1, 0  # decode_jpegs' status of an image each path decoded
+PENDING = -2  # decode_jpegs_start's status of an image the hardware decoder has yet to decode
 DECODERS = {"nvJPEG hardware decoder": BY_HARDWARE, "nvJPEG hybrid path": BY_HYBRID}
 """Each path's name (as the pipeline's statistics give it) -> its status code."""
 
@@ -37,6 +39,24 @@ def decode_jpegs(files: Union[EncodedFiles, List[torch.Tensor]], windows: torch.
     files = EncodedFiles.of(files)
     return torch.ops.torchdali.decode_jpegs.default(files.data, files.spans, windows, float(hw_load),
                                                     torch.device(device))
+
+
+def decode_jpegs_start(files: Union[EncodedFiles, List[torch.Tensor]], windows: torch.Tensor, hw_load: float,
+                       device: torch.device):
+    """decode_jpegs in two halves, so that the caller can go on while the hardware decoder
+    works: returns (flat, status, pending) once the hardware decoder has its share (status
+    PENDING; its call holds a thread of ours until the engines finish) and the hybrid path
+    has decoded the rest. `flat` is complete only after decode_jpegs_finish(pending)."""
+    files = EncodedFiles.of(files)
+    return torch.ops.torchdali.decode_jpegs_start.default(files.data, files.spans, windows, float(hw_load),
+                                                          torch.device(device))
+
+
+def decode_jpegs_finish(pending) -> torch.Tensor:
+    """The final status of a batch decode_jpegs_start began (as decode_jpegs returns it):
+    waits on the host for the hardware decoder's share (its images go through the hybrid
+    path if the decoder failed) and makes the current stream wait for the GPU's part."""
+    return torch.ops.torchdali.decode_jpegs_finish.default(pending)
 
 
 def has_hardware_decoder(device: torch.device) -> bool:

@@ -5,7 +5,7 @@ that runs each batch. A step is given the input batches, the arguments (constant
 one array per batch for argument inputs) and a run context, and computes over whole
 arrays."""
 import dataclasses
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 import torch
@@ -52,6 +52,18 @@ class RunContext:
     cuda_device: Optional[torch.device] = None
     dropped: List[int] = dataclasses.field(default_factory=list)
     messages: List[str] = dataclasses.field(default_factory=list)
+    unfinished: Optional[List[Callable]] = None  # see finish_later; set by the executor
+
+    def finish_later(self, finish):
+        """Let finish(ctx) complete the operator's outputs when the GPU stage is about to read
+        them, instead of now (e.g. a decoder waiting for the GPU's hardware decoder, while
+        the decode thread prepares the next batch). True where the executor allows it (an
+        operator of the decode stage whose outputs only the GPU stage reads): `finish` may
+        then write into the outputs, warn and drop samples. False: finish now."""
+        if self.unfinished is None:
+            return False
+        self.unfinished.append(finish)
+        return True
 
     def warn(self, message):
         """A warning for the user, issued in their thread when this iteration's outputs

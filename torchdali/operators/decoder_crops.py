@@ -61,18 +61,19 @@ class _DecodeThenCrop(ImageDecoder):
             place(images, cut, crops)
         fused = kept[direct[kept]]
         if len(fused):
-            whole_batch = self._decode_fused(data, fused, windows[fused], images, errors, ctx)
+            whole_batch = self._decode_fused(batch, data, fused, windows[fused], images, errors, ctx)
             if whole_batch is not None:
                 return [self.settle(batch, whole_batch, errors, args, ctx)]
         return [self.settle(batch, images, errors, args, ctx)]
 
-    def _decode_fused(self, data, index, windows, images, errors, ctx):
+    def _decode_fused(self, batch, data, index, windows, images, errors, ctx):
         """Windows of the files `index` decoded by our engine into images[i]; a file it
         refuses is decoded whole by torchvision (or fails there, in `errors`) and cut. The
         usual batch, all of it decoded by the engine as it outputs it, is returned instead:
-        one buffer, no tensor per sample made here."""
-        decoded, refused = self.decode_windows(data.subset(index), windows, ctx)
-        if len(index) == len(images) and not len(refused) and self.plain_rgb:
+        one buffer, no tensor per sample made here (see decode_windows)."""
+        as_is = len(index) == len(images) and self.plain_rgb
+        decoded, refused = self.decode_windows(data.subset(index), windows, ctx, batch if as_is else None)
+        if as_is and not len(refused):
             return decoded
         decoded = self.but_refused(decoded, refused)
         if not self.plain_rgb:
@@ -82,7 +83,7 @@ class _DecodeThenCrop(ImageDecoder):
             i, (y, x, h, w) = int(index[k]), windows[k].tolist()
             img = self.decode_one(data.file(i), errors, i)  # whole, on the CPU
             if img is not None:
-                self.decoded_by[CPU_DECODER] += 1
+                self.count(CPU_DECODER, 1)
                 images[i] = self.on_device(img[y:y + h, x:x + w], ctx)
         return None
 

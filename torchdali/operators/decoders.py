@@ -17,6 +17,7 @@ from ..kernels.io import EncodedFiles
 from ..tensor_list import TensorList
 from .base import BatchSpec, Operator, map_samples
 from .buffers import RecycledBuffers
+from .windows import whole_images
 
 # torchvision 0.29 deprecates its image codecs in favour of TorchCodec; they still work,
 # and saying so on every decoded image helps nobody.
@@ -223,6 +224,8 @@ class ImageDecoder(Operator):
         self.skipped = 0  # running total of samples skipped with on_error="skip"
         self.bytes_planned = False  # the input is known to be 1D uint8 (plan)
         self.decoded_by = collections.Counter()  # images decoded so far, by decoder (statistics())
+        # The GPU stage finishes some batches (finish_later) while the decode thread runs the next.
+        self.counts_lock = threading.Lock()  # for `skipped` and `decoded_by`
 
     def plan(self, inputs):
         """Encoded bytes (1D uint8, as far as known at build) in, HWC images of `dtype` out."""
@@ -246,7 +249,7 @@ class ImageDecoder(Operator):
         batch = inputs[0]
         data = self.encoded(batch)
         errors = {}
-        return [self.settle(batch, self.decode(data, errors, ctx), errors, args, ctx)]
+        return [self.settle(batch, self.decode(data, errors, ctx, batch), errors, args, ctx)]
 
     def encoded(self, batch):
         """The batch's files as EncodedFiles (no copy for a batch read by readers.file); a
@@ -261,11 +264,13 @@ class ImageDecoder(Operator):
         flat, shapes = batch.flat()  # a decoder's input is on the CPU
         return EncodedFiles.back_to_back(flat, shapes[:, 0])
 
-    def decode(self, data, errors, ctx):
+    def decode(self, data, errors, ctx, batch=None):
         """The decoded images (HWC, on the operator's device), None where decoding failed,
-        with the exception in `errors[i]`."""
+        with the exception in `errors[i]`. `batch`: the operator's input, where `data` is all
+        of it and the images are its output as they come: the usual batch then comes as
+        our engine's one buffer (a TensorList; see decode_windows)."""
         if self.spec.device == "mixed" or self.decodes_windows:
-            return self._decode_batch(data, errors, ctx)
+            return self._decode_batch(data, errors, ctx, batch)
         out = [None] * len(data)
         self._decode_rest(data, list(range(len(data))), out, errors, ctx)
         return out
@@ -273,7 +278,8 @@ class ImageDecoder(Operator):
     def statistics(self):
         """How many images each decoder has decoded so far: the `decoder_backend` entry of
         Pipeline.executor_statistics()."""
-        counts = [(name, n) for name, n in self.decoded_by.most_common() if n]
+        with self.counts_lock:
+            counts = [(name, n) for name, n in self.decoded_by.most_common() if n]
         return {"decoder_backend": ", ".join(f"{name}: {n}" for name, n in counts)} if counts else {}
 
     def settle(self, batch, images, errors, args, ctx):
@@ -286,17 +292,29 @@ class ImageDecoder(Operator):
         device = "gpu" if self.spec.device == "mixed" else "cpu"
         if isinstance(images, torch.Tensor) or not errors:
             return TensorList.make(images, "HWC", device=device, source_info=batch.source_info)
-        if args["on_error"] == "raise":
-            i = min(errors)
-            raise self._fail(batch, i, errors[i]) from errors[i]
-        self.skipped += len(errors)
-        names = [self._name(batch, i) for i in sorted(errors)]
-        ctx.warn(f"{self.name}: skipped {len(errors)} undecodable sample(s) in this batch "
-                 f"({', '.join(names)}); {self.skipped} skipped so far")
-        ctx.drop_samples(sorted(errors))
+        self.skip(batch, errors, ctx)
         keep = [i for i in range(len(images)) if i not in errors]
         info = [batch.source_info[i] for i in keep] if batch.source_info else None
         return TensorList.make([images[i] for i in keep], "HWC", device=device, source_info=info)
+
+    def skip(self, batch, errors, ctx):
+        """The samples of `errors` leave the iteration (on_error="skip", with a warning
+        counting them), or the first one's error is raised (on_error="raise")."""
+        if self.spec.args["on_error"] == "raise":
+            i = min(errors)
+            raise self._fail(batch, i, errors[i]) from errors[i]
+        with self.counts_lock:
+            self.skipped += len(errors)
+            skipped = self.skipped
+        names = [self._name(batch, i) for i in sorted(errors)]
+        ctx.warn(f"{self.name}: skipped {len(errors)} undecodable sample(s) in this batch "
+                 f"({', '.join(names)}); {skipped} skipped so far")
+        ctx.drop_samples(sorted(errors))
+
+    def count(self, decoder, n):
+        """n more images decoded by `decoder` (statistics())."""
+        with self.counts_lock:
+            self.decoded_by[decoder] += n
 
     def decode_one(self, d, errors, i):
         """One file decoded on the CPU as this operator outputs it; None if it fails, with the
@@ -325,7 +343,7 @@ class ImageDecoder(Operator):
         (GRAY and ANY_DATA, which keep a grayscale file's one channel, go through torchvision)."""
         return self.engine is not None and self.output_type not in (types.GRAY, types.ANY_DATA)
 
-    def _decode_batch(self, data, errors, ctx):
+    def _decode_batch(self, data, errors, ctx, batch=None):
         """decode() with the JPEGs decoded in one batched call (batched_jpegs)."""
         out = [None] * len(data)
         head, batched = self.batched_jpegs(data)
@@ -333,7 +351,10 @@ class ImageDecoder(Operator):
         if len(index):
             sizes = np.stack([head["height"], head["width"]], axis=1)[index]
             orientation = head["orientation"][index] if self.orient else np.ones(len(index), np.int64)
-            decoded, refused = self._decode_jpegs(data.subset(index), sizes, ctx)
+            as_is = len(index) == len(data) and self.plain_rgb and (orientation == 1).all()
+            decoded, refused = self._decode_jpegs(data.subset(index), sizes, ctx, batch if as_is else None)
+            if isinstance(decoded, TensorList):
+                return decoded
             for k in (np.flatnonzero(orientation != 1) if self.plain_rgb else range(len(index))):
                 if decoded[k] is not None:  # oriented or converted; the usual case stays as it is
                     decoded[k] = self.finish_rgb(decoded[k], int(orientation[k]))
@@ -347,7 +368,7 @@ class ImageDecoder(Operator):
         (across the pipeline's threads) into out (copied to the GPU for 'mixed')."""
         failed = len(errors)
         host = map_samples(lambda k, i: self.decode_one(data.file(i), errors, i), rest, ctx)
-        self.decoded_by[CPU_DECODER] += len(rest) - (len(errors) - failed)
+        self.count(CPU_DECODER, len(rest) - (len(errors) - failed))
         for i, img in zip(rest, host):
             if img is not None:
                 out[i] = self.on_device(img, ctx)
@@ -371,23 +392,49 @@ class ImageDecoder(Operator):
             return img
         return finish(apply_orientation(img.permute(2, 0, 1), orientation), self.output_type, self.dtype)
 
-    def decode_windows(self, data, windows, ctx):
+    def decode_windows(self, data, windows, ctx, batch=None):
         """Our engine's decode of only windows[i] = (y, x, h, w) of each JPEG of `data`: an
         HWC batch in one buffer (TensorList.from_flat), and the indices of the files the
-        engine refused (their samples unwritten)."""
-        windows = torch.from_numpy(np.ascontiguousarray(windows, np.int64))
-        if self.spec.device == "mixed":
-            flat, status = self.engine.decode_jpegs(data, windows, self.spec.args["hw_decoder_load"],
-                                                    cuda_device(ctx))
-        else:
+        engine refused (their samples unwritten).
+
+        `batch`: the operator's input, given where `data` is all of it and the caller outputs
+        the decoded batch as it is when nothing is refused. On the GPU the hardware decoder's
+        share may then be left to finish in the GPU stage (RunContext.finish_later): the
+        decode thread goes on with the next batch while the hardware decodes this one."""
+        windows = np.ascontiguousarray(windows, np.int64)
+        shapes = np.concatenate([windows[:, 2:], np.full((len(windows), 1), 3)], axis=1)
+        if self.spec.device == "cpu":
             out = self.buffers.take(self.engine.window_bytes(windows))
-            flat, status = self.engine.decode_jpegs(data, windows, self.spec.args["use_fast_idct"], ctx.num_threads,
-                                                    out)
-        shapes = np.concatenate([windows[:, 2:].numpy(), np.full((len(windows), 1), 3)], axis=1)
-        status = status.numpy()
+            flat, status = self.engine.decode_jpegs(data, torch.from_numpy(windows), self.spec.args["use_fast_idct"],
+                                                    ctx.num_threads, out)
+            return TensorList.from_flat(flat, shapes, "HWC"), self.refused(status.numpy())
+        flat, status, pending = self.engine.decode_jpegs_start(data, torch.from_numpy(windows),
+                                                               self.spec.args["hw_decoder_load"], cuda_device(ctx))
+        decoded = TensorList.from_flat(flat, shapes, "HWC")
+        if (batch is None or (status > 0).any()
+                or not ctx.finish_later(lambda c: self._finish_late(pending, decoded, data, windows, batch, c))):
+            return decoded, self.refused(self.engine.decode_jpegs_finish(pending).numpy())
+        return decoded, np.zeros(0, np.int64)
+
+    def refused(self, status):
+        """The files our engine refused, by its `status`; the decoded ones counted."""
         for name, code in self.engine.DECODERS.items():
-            self.decoded_by[name] += int((status == code).sum())
-        return TensorList.from_flat(flat, shapes, "HWC"), np.flatnonzero(status > 0)
+            self.count(name, int((status == code).sum()))
+        return np.flatnonzero(status > 0)
+
+    def _finish_late(self, pending, decoded, data, windows, batch, ctx):
+        """decode_windows' batch completed in the GPU stage: a file the engine refused only now
+        (its hardware decoder failed on the batch, and the hybrid path refused the file) is
+        decoded on the CPU into its place, or fails as on_error says."""
+        errors = {}
+        for i in self.refused(self.engine.decode_jpegs_finish(pending).numpy()).tolist():
+            img = self.decode_one(data.file(i), errors, i)
+            if img is not None:
+                self.count(CPU_DECODER, 1)
+                y, x, h, w = windows[i].tolist()
+                decoded.as_torch_list()[i].copy_(self.on_device(img[y:y + h, x:x + w], ctx))
+        if errors:
+            self.skip(batch, errors, ctx)
 
     @staticmethod
     def but_refused(decoded, refused):
@@ -397,16 +444,17 @@ class ImageDecoder(Operator):
             images[k] = None
         return images
 
-    def _decode_jpegs(self, encoded, sizes, ctx):
+    def _decode_jpegs(self, encoded, sizes, ctx, batch=None):
         """JPEGs decoded whole to HWC RGB uint8 on the operator's device (None where the
         decoder refuses one, e.g. CMYK or a broken file: torchvision decodes it or reports the
         error), and the indices of the refused ones: our engine (see decodes_windows), else
-        torchvision's batched nvJPEG."""
+        torchvision's batched nvJPEG. With `batch` (see decode_windows), a batch our engine
+        decodes fully comes as its one buffer, a TensorList."""
         if self.decodes_windows:
-            decoded, refused = self.decode_windows(encoded, np.concatenate([np.zeros_like(sizes), sizes], axis=1), ctx)
-            return self.but_refused(decoded, refused), refused
+            decoded, refused = self.decode_windows(encoded, whole_images(sizes), ctx, batch)
+            return (decoded if batch is not None and not len(refused) else self.but_refused(decoded, refused)), refused
         decoded = self._nvjpeg(encoded, cuda_device(ctx))
-        self.decoded_by["torchvision nvJPEG"] += sum(img is not None for img in decoded)
+        self.count("torchvision nvJPEG", sum(img is not None for img in decoded))
         # 3-channel images go CHW -> HWC in one kernel call, the others (GRAY, ANY_DATA) as views.
         rgb = [k for k, img in enumerate(decoded) if img is not None and img.shape[0] == 3]
         hwc = [None if img is None else img.permute(1, 2, 0) for img in decoded]
