@@ -69,7 +69,7 @@ def test_flip_dense_batch_equals_the_list(height_dim, dtype, device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_flip_every_flag_combination_and_shapes(device):
-    shapes = [(5, 7), (4, 6, 1), (2, 3, 4, 5), (3, 0, 2)]
+    shapes = [(5, 7), (4, 6, 1), (2, 3, 4, 5), (3, 0, 2), (4, 6, 0), (2, 3, 4, 0)]  # no channels too
     for shape, (hf, vf) in itertools.product(shapes, itertools.product((0, 1), repeat=2)):
         im = torch.randn(shape, device=device)
         flags_h, flags_v = torch.tensor([hf]), torch.tensor([vf])

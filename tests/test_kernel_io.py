@@ -1,5 +1,6 @@
 """torchdali::read_files (the reads of readers.file) against Python's own file reads."""
 import os
+import re
 import threading
 import time
 
@@ -38,9 +39,43 @@ def test_contents_in_order(files):
 @pytest.mark.parametrize("bad", ["missing", "directory"])
 def test_unreadable_file_is_named(files, tmp_path, bad):
     path = str(tmp_path / "nope.jpg") if bad == "missing" else str(tmp_path)
-    reason = "No such file or directory" if bad == "missing" else "Is a directory"
+    reason = "No such file or directory" if bad == "missing" else r"not a regular file \(a directory\)"
     with pytest.raises(RuntimeError, match=f"cannot read '{path}': {reason}"):
         read_files(files + [path])
+
+
+def test_only_regular_files_are_read(tmp_path):
+    """A FIFO (also behind a *.jpg link) or a device is named, never opened for a read that
+    blocks or never ends; run in a subprocess, so that a blocking open fails the test."""
+    import subprocess
+    import sys
+
+    fifo, link = tmp_path / "pipe.jpg", tmp_path / "link.jpg"
+    os.mkfifo(fifo)
+    link.symlink_to(fifo)
+    code = ("import sys\nfrom torchdali.kernels.io import read_files\n"
+            "for path in sys.argv[1:]:\n"
+            "    try:\n        read_files([path])\n    except RuntimeError as e:\n        print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(fifo), str(link), "/dev/zero"], capture_output=True,
+                         text=True, timeout=120).stdout.splitlines()
+    assert out == [f"cannot read '{fifo}': not a regular file (a FIFO)",
+                   f"cannot read '{link}': not a regular file (a FIFO)",
+                   "cannot read '/dev/zero': not a regular file (a device)"]
+
+
+def test_files_without_a_size_and_names_that_are_not_utf8(tmp_path):
+    """/proc's files report no size and are read to their end; a name os.listdir gives with
+    surrogate escapes (not UTF-8) is read, or named when it cannot be."""
+    status = read_files(["/proc/self/status"])
+    assert status.data.numel() > 0 and status.file(0).numpy().tobytes().startswith(b"Name:")
+    latin = tmp_path / os.fsdecode(b"caf\xe9.jpg")
+    latin.write_bytes(b"\xff\xd8 bytes")
+    (name,) = os.listdir(tmp_path)
+    got = read_files([os.path.join(tmp_path, name), "/proc/self/status"])
+    assert got.file(0).numpy().tobytes() == b"\xff\xd8 bytes"
+    missing = os.path.join(tmp_path, os.fsdecode(b"gone\xe9.jpg"))
+    with pytest.raises(RuntimeError, match=rf"cannot read {re.escape(repr(missing))}: No such file or directory"):
+        read_files([missing])
 
 
 def test_runs_without_the_gil(tmp_path):

@@ -95,7 +95,7 @@ void mirror_row(const T* src, T* dst, int64_t w, int64_t inner) {
   constexpr int64_t kBytes = 4096;
   alignas(64) unsigned char buffer[kBytes];
   const int64_t pixel = inner * static_cast<int64_t>(sizeof(T));
-  if (pixel > kBytes) return mirror_pixels(src, dst, w, inner);
+  if (pixel == 0 || pixel > kBytes) return mirror_pixels(src, dst, w, inner);  // 0: no channels
   const int64_t chunk = kBytes / pixel;
   for (int64_t x0 = 0; x0 < w; x0 += chunk) {
     const int64_t n = std::min(chunk, w - x0);

@@ -25,10 +25,39 @@ struct FileDescriptor {
   }
 };
 
+// What a file that is not a regular one is.
+const char* kind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISDIR(mode)) return "a directory";
+  return "a device";
+}
+
+// Opens `path` for reading; never blocks (a FIFO swapped in after the check below).
+int open_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  TORCH_CHECK(fd >= 0, "cannot read '", path, "': ", std::strerror(errno));
+  return fd;
+}
+
+// The whole contents of a regular file that reports no size (the pseudo-files of /proc and
+// /sys): read until the end.
+std::string read_unsized(const std::string& path) {
+  FileDescriptor file{open_file(path)};
+  std::string contents;
+  char chunk[65536];
+  for (;;) {
+    ssize_t n = ::read(file.fd, chunk, sizeof(chunk));
+    if (n < 0 && errno == EINTR) continue;
+    TORCH_CHECK(n >= 0, "cannot read '", path, "': ", std::strerror(errno));
+    if (n == 0) return contents;
+    contents.append(chunk, static_cast<size_t>(n));
+  }
+}
+
 // Reads `size` bytes of the file `path` into `out`.
 void read_file(const std::string& path, int64_t size, uint8_t* out) {
-  FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  TORCH_CHECK(file.fd >= 0, "cannot read '", path, "': ", std::strerror(errno));
+  FileDescriptor file{open_file(path)};
   int64_t got = 0;
   while (got < size) {  // a single read may return less (large files, network file systems)
     ssize_t n = ::read(file.fd, out + got, static_cast<size_t>(size - got));
@@ -40,16 +69,20 @@ void read_file(const std::string& path, int64_t size, uint8_t* out) {
 }
 
 // Every file's contents back to back in one buffer, and their sizes: the files are
-// measured, then read, each phase spread over the intra-op threads.
+// measured, then read, each phase spread over the intra-op threads. Only regular files are
+// read: a FIFO, socket or device would block the reader or never end.
 std::tuple<at::Tensor, at::Tensor> read_files(std::vector<std::string> paths) {
   const int64_t n = static_cast<int64_t>(paths.size());
   at::Tensor sizes = at::empty({n}, at::kLong);
   int64_t* size = sizes.data_ptr<int64_t>();
+  std::vector<std::string> unsized(n);  // contents read while measuring (see read_unsized)
   at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       struct stat st;
       TORCH_CHECK(::stat(paths[i].c_str(), &st) == 0, "cannot read '", paths[i], "': ", std::strerror(errno));
-      size[i] = st.st_size;
+      TORCH_CHECK(S_ISREG(st.st_mode), "cannot read '", paths[i], "': not a regular file (", kind(st.st_mode), ")");
+      if (st.st_size == 0) unsized[i] = read_unsized(paths[i]);
+      size[i] = st.st_size == 0 ? static_cast<int64_t>(unsized[i].size()) : st.st_size;
     }
   });
   std::vector<int64_t> offset(n + 1, 0);
@@ -57,7 +90,12 @@ std::tuple<at::Tensor, at::Tensor> read_files(std::vector<std::string> paths) {
   at::Tensor flat = at::empty({offset[n]}, at::kByte);
   uint8_t* out = flat.data_ptr<uint8_t>();
   at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) read_file(paths[i], size[i], out + offset[i]);
+    for (int64_t i = begin; i < end; ++i) {
+      if (unsized[i].empty())
+        read_file(paths[i], size[i], out + offset[i]);
+      else
+        std::memcpy(out + offset[i], unsized[i].data(), unsized[i].size());
+    }
   });
   return {flat, sizes};
 }

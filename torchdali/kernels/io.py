@@ -1,5 +1,6 @@
 """`torchdali::read_files` and `torchdali::jpeg_headers`: their Python faces and, beside
 them, the fake kernels that let `torch.compile` trace them."""
+import os
 from typing import List, Union
 
 import numpy as np
@@ -59,9 +60,39 @@ class EncodedFiles:
 
 def read_files(paths: List[str]) -> EncodedFiles:
     """The whole contents of the files `paths`, back to back in one buffer in order, read
-    in parallel on the intra-op threads without the GIL. A file that cannot be read raises
-    a RuntimeError naming it and the reason."""
-    return EncodedFiles.back_to_back(*torch.ops.torchdali.read_files.default(list(paths)))
+    in parallel on the intra-op threads without the GIL. A file that cannot be read (or is
+    not a regular file: a FIFO, socket or device) raises a RuntimeError naming it and the
+    reason. File names that are not UTF-8 (as os.listdir gives them, with surrogate
+    escapes) are read too: through a descriptor opened here, as the op takes UTF-8."""
+    names, opened = list(paths), {}
+    try:
+        for i, path in enumerate(names):
+            if not path.isascii() and not _is_utf8(path):
+                try:
+                    fd = os.open(os.fsencode(path), os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+                except OSError as e:
+                    raise RuntimeError(f"cannot read {path!r}: {e.strerror}") from None
+                opened[f"/proc/self/fd/{fd}"] = path
+                names[i] = f"/proc/self/fd/{fd}"
+        return EncodedFiles.back_to_back(*torch.ops.torchdali.read_files.default(names))
+    except RuntimeError as e:
+        if not opened:
+            raise
+        message = str(e)
+        for alias, path in opened.items():
+            message = message.replace(f"'{alias}'", repr(path))
+        raise RuntimeError(message) from None
+    finally:
+        for alias in opened:
+            os.close(int(alias.rsplit("/", 1)[1]))
+
+
+def _is_utf8(text):
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
 
 
 @torch.library.register_fake("torchdali::read_files")
