@@ -392,3 +392,24 @@ def test_a_buffer_larger_than_the_data_returns_each_epoch_once(flat_files, kwarg
     epochs = [got[k:k + size] for k in range(0, len(got) - size + 1, size)]
     assert len(epochs) >= 6 and all(len(set(e)) == size for e in epochs)
     assert len({tuple(e) for e in epochs}) == len(epochs)  # a new order every epoch
+
+
+def test_a_file_name_that_is_not_utf8_is_read_and_named_by_its_bytes(tmp_path):
+    """As DALI reads them: the name os.listdir gives with surrogate escapes is read, and the
+    sample's source info is the name's own bytes."""
+    import os
+
+    from torchdali import fn, pipeline_def
+
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / os.fsdecode(b"caf\xe9.jpg")).write_bytes(b"latin-1 named")
+
+    @pipeline_def(batch_size=1, num_threads=1, device_id=None)
+    def pipe():
+        jpegs, _ = fn.readers.file(file_root=str(tmp_path))
+        return jpegs, jpegs.source_info()
+
+    p = pipe()
+    p.build()
+    data, info = p.run()
+    assert bytes(data.at(0)) == b"latin-1 named" and bytes(info.at(0)) == b"c/caf\xe9.jpg"

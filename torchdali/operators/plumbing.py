@@ -102,7 +102,8 @@ class Property(Operator):
             texts = [batch.layout()] * len(batch)
         else:
             texts = batch.source_info or [""] * len(batch)
-        out = [torch.frombuffer(bytearray(t.encode()), dtype=torch.uint8) if t else
+        # A file name that is not UTF-8 (os.listdir's surrogate escapes) gives its own bytes.
+        out = [torch.frombuffer(bytearray(t.encode("utf-8", "surrogateescape")), dtype=torch.uint8) if t else
                torch.empty(0, dtype=torch.uint8) for t in texts]
         if self.spec.device == "gpu":
             out = [s.to(ctx.cuda_device) for s in out]
