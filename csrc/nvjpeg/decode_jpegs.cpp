@@ -265,11 +265,6 @@ struct HardwareJob {
     return status;
   }
 
-  bool idle() {
-    std::lock_guard<std::mutex> lock(mutex);
-    return !running;
-  }
-
   std::vector<nvjpegJpegStream_t> streams;  // per image of the batch
   std::vector<nvjpegDecodeParams_t> params;
   PinnedBuffer staging;
@@ -410,10 +405,10 @@ class Engine {
   }
 
   // A job no batch holds and the GPU is done with (its page-locked bitstreams were read),
-  // else a new one.
+  // else a new one. Called by start, after every job's call has returned.
   std::shared_ptr<HardwareJob> idle_job() {
     for (const auto& job : jobs_) {
-      if (job.use_count() != 1 || !job->idle()) continue;  // a pending batch or the task holds it
+      if (job.use_count() != 1) continue;  // a pending batch (or its finished task, releasing it) holds it
       const cudaError_t e = cudaEventQuery(job->done);
       if (e == cudaSuccess) return job;
       if (e != cudaErrorNotReady) C10_CUDA_CHECK(e);

@@ -64,7 +64,7 @@ def read_files(paths: List[str]) -> EncodedFiles:
     not a regular file: a FIFO, socket or device) raises a RuntimeError naming it and the
     reason. File names that are not UTF-8 (as os.listdir gives them, with surrogate
     escapes) are read too: through a descriptor opened here, as the op takes UTF-8."""
-    names, opened = list(paths), {}
+    names, opened = list(paths), {}  # opened: descriptor -> the path it stands for
     try:
         for i, path in enumerate(names):
             if not path.isascii() and not _is_utf8(path):
@@ -72,19 +72,19 @@ def read_files(paths: List[str]) -> EncodedFiles:
                     fd = os.open(os.fsencode(path), os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
                 except OSError as e:
                     raise RuntimeError(f"cannot read {path!r}: {e.strerror}") from None
-                opened[f"/proc/self/fd/{fd}"] = path
+                opened[fd] = path
                 names[i] = f"/proc/self/fd/{fd}"
         return EncodedFiles.back_to_back(*torch.ops.torchdali.read_files.default(names))
     except RuntimeError as e:
         if not opened:
             raise
         message = str(e)
-        for alias, path in opened.items():
-            message = message.replace(f"'{alias}'", repr(path))
+        for fd, path in opened.items():
+            message = message.replace(f"'/proc/self/fd/{fd}'", repr(path))
         raise RuntimeError(message) from None
     finally:
-        for alias in opened:
-            os.close(int(alias.rsplit("/", 1)[1]))
+        for fd in opened:
+            os.close(fd)
 
 
 def _is_utf8(text):
