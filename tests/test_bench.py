@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from torchdali import bench
-from torchdali.bench import systems
+from torchdali.bench import scaling, systems
+from torchdali.bench.ranks import merge_rows
 from torchdali.sample_data import describe_dataset, write_photo_dataset, write_sample_dataset
 
 pytest.importorskip("torchdali._C", reason="the C++ extension is not built")
@@ -152,3 +153,45 @@ def test_the_generated_set_is_photo_like_and_made_once(tmp_path):
     stamps = [os.path.getmtime(f) for f in files]
     write_photo_dataset(root, num_images=80, workers=2)
     assert [os.path.getmtime(f) for f in files] == stamps
+
+
+# --- a job of several ranks (torchrun), and the scaling comparison ---
+
+def test_merged_rows_count_every_rank_over_the_slowest():
+    def row(images, seconds, cores):
+        return {"system": "torchdali-cpu", "label": "torchdali, CPU", "path": "cpu", "batch_shape": [4, 3, 224, 224],
+                "images_per_s": 1.0, "epoch_images": images, "epoch_seconds": seconds, "cpu_cores_used": cores,
+                "host_cpu_busy": 0.5, "setup_s": 1.0, "gpu_mib": None, "gpu_torch_peak_mib": None,
+                "host_mib": 10.0, "host_start_mib": 100.0}
+
+    merged = merge_rows([row([5, 5, 5], [1.0, 0.5, 0.25], 1.5), row([4, 4, 4], [2.0, 0.25, 0.5], 2.0)])
+    assert merged["epoch_images_per_s"] == [4.5, 18.0, 18.0]  # 9 images over the slower rank's seconds
+    assert merged["images_per_s"] == 18.0 and merged["ranks"] == 2
+    assert merged["cpu_cores_used"] == 3.5 and merged["host_mib"] == 20.0
+    failed = merge_rows([row([5], [1.0], 1.0), {"system": "torchdali-cpu", "label": "torchdali, CPU", "path": "cpu",
+                                                  "error": "RuntimeError: boom"}])
+    assert failed["error"] == "rank 1: RuntimeError: boom" and "images_per_s" not in failed
+
+
+def test_the_scaling_job_runs_each_rank_count_on_its_shards(tiny_set, tmp_path, capsys):
+    """Three ranks on ten images: shards of 3, 3 and 4, which the ranks take in turn, each epoch's count checked."""
+    systems_here = "torchdali,dali" if _importable("nvidia.dali") else "torchdali"
+    summary = scaling.main(["--ranks", "1,3", "--epochs", "1", "--project", "8", "--json", str(tmp_path / "s.json"),
+                            "--data", tiny_set, "--batch-size", "2", "--device", "cpu", "--systems", systems_here,
+                            "--stages", "val"])
+    printed = capsys.readouterr().out
+    assert json.loads((tmp_path / "s.json").read_text()) == json.loads(json.dumps(summary))
+    job = summary["runs"][1]
+    assert job["settings"]["ranks"] == 3 and job["settings"]["epochs"] == 3  # as many images a rank as one rank
+    for row in job["stages"]["val"]["rows"]:
+        assert "error" not in row, row.get("traceback")
+        assert row["ranks"] == 3 and len(row["rank_images_per_s"]) == 3 and len(row["epoch_images_per_s"]) == 3
+    rows = summary["stages"]["val"]
+    assert [(r["system"], r["ranks"]) for r in rows] == [(s, n) for s in ("torchdali-cpu", "dali-cpu")
+                                                         if s.split("-")[0] in systems_here for n in (1, 3)]
+    for r in rows:
+        one = next(o for o in rows if o["system"] == r["system"] and o["ranks"] == 1)
+        assert r["efficiency"] == pytest.approx(r["images_per_s"] / (r["ranks"] * one["images_per_s"]), abs=1e-3)
+        assert f"| {r['label']} | {r['ranks']} | {r['threads']} | {r['images_per_s']:,.0f} |" in printed
+    assert {p["system"] for p in summary["projection"]["val"]} == {r["system"] for r in rows}
+    assert "Projection, not a measurement: 8 ranks" in printed

@@ -41,7 +41,7 @@ def files(tmp_path):
 
 @pytest.fixture
 def no_dist_env(monkeypatch):
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
         monkeypatch.delenv(name, raising=False)
     return monkeypatch
 
@@ -203,4 +203,65 @@ def test_ddp_example_runs_with_torchrun(tmp_path, no_dist_env):
         if proc.poll() is None:  # timed out: end torchrun and its workers
             os.killpg(proc.pid, 9)
     assert proc.returncode == 0, out[-4000:]
-    assert "done: 3 steps" in out
+    assert "done: 3 steps" in out and "losses finite and parameters identical on every rank" in out
+
+
+def test_building_a_pipeline_gives_torch_at_least_its_threads(no_dist_env):
+    """torchrun sets OMP_NUM_THREADS=1; the C++ kernels run on torch's intra-op threads."""
+    before = torch.get_num_threads()
+
+    @pipeline_def(batch_size=2, device_id=None)
+    def numbers():
+        return fn.random.uniform(range=[0, 1])
+
+    try:
+        torch.set_num_threads(1)
+        numbers(num_threads=3).build()
+        assert torch.get_num_threads() == 3
+        numbers(num_threads=2).build()
+        assert torch.get_num_threads() == 3  # never lowered
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_threads_per_rank_share_the_cores(no_dist_env):
+    cores = len(os.sched_getaffinity(0))
+    assert distributed.threads_per_rank() == cores
+    no_dist_env.setenv("LOCAL_WORLD_SIZE", "2")
+    assert distributed.threads_per_rank() == max(1, cores // 2)
+    no_dist_env.setenv("LOCAL_WORLD_SIZE", str(4 * cores))
+    assert distributed.threads_per_rank() == 1
+
+
+def _check_training(rank, tmp, bad):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "ddp_train", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "ddp_train.py"))
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    dist.init_process_group("gloo", init_method=f"file://{tmp}/rendezvous", rank=rank, world_size=2)
+    try:
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 2)
+        losses = torch.tensor([1.0, 0.5])
+        if rank == 1 and bad == "params":
+            model.bias.data[0] += 1e-6
+        if rank == 1 and bad == "loss":
+            losses[1] = float("nan")
+        try:
+            example.check_training(losses, model, torch.device("cpu"))
+            outcome = "ok"
+        except SystemExit as e:
+            outcome = str(e)
+        with open(f"{tmp}/check{rank}.txt", "w") as f:
+            f.write(outcome)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("bad,message", [(None, "ok"), ("params", "the ranks' parameters differ after training"),
+                                         ("loss", "a rank saw a loss that is not finite")])
+def test_the_ddp_examples_check_fails_on_every_rank(tmp_path, no_dist_env, bad, message):
+    torch.multiprocessing.spawn(_check_training, args=(str(tmp_path), bad), nprocs=2)
+    assert [(tmp_path / f"check{r}.txt").read_text() for r in range(2)] == [message, message]

@@ -57,6 +57,20 @@ def resolve_shards(shard_id, num_shards, who="readers"):
     return sid, num
 
 
+def local_ranks():
+    """(local rank, ranks on this host): LOCAL_RANK / LOCAL_WORLD_SIZE as torchrun sets them,
+    else (0, 1)."""
+    local, ranks = _env_int("LOCAL_RANK", 0), _env_int("LOCAL_WORLD_SIZE", 1)
+    return local or 0, ranks or 1
+
+
+def threads_per_rank():
+    """CPU threads for this process's pipeline: the cores it may run on, shared evenly by the
+    ranks of this host (each rank of torchrun --nproc_per_node=N gets 1/N of them)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores // local_ranks()[1])
+
+
 def local_device_id():
     """The GPU of this process: LOCAL_RANK (torchrun), else the current CUDA device; None
     without CUDA (a CPU-only pipeline)."""

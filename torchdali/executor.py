@@ -136,6 +136,10 @@ class Executor:
         self.num_threads = max(1, pipe.num_threads)
         self.pool = concurrent.futures.ThreadPoolExecutor(self.num_threads,
                                                           thread_name_prefix="torchdali")
+        # The C++ kernels share a batch out over torch's intra-op threads: at least this
+        # many, also where torchrun has set OMP_NUM_THREADS=1 for every rank.
+        if torch.get_num_threads() < self.num_threads:
+            torch.set_num_threads(self.num_threads)
         self.stream = self.decode_stream = None
         self.cuda_device = None
         if self.uses_gpu:

@@ -6,7 +6,11 @@ iterator as a training loop consumes it.
                               [--device auto|cpu|gpu|all] [--systems torchdali,dataloader,dali]
                               [--stages train,val] [--json FILE] [--plot FILE.png]
 
-Without --data it uses a generated set of photo-like JPEGs (made once, then cached)."""
+Without --data it uses a generated set of photo-like JPEGs (made once, then cached).
+
+Under torchrun (`torchrun --nproc_per_node=N -m torchdali.bench ...`) every rank runs the
+pipelines on its own GPU over its shard of the set, and the first rank prints the job's
+figures; `python -m torchdali.bench.scaling` runs it for several N and compares."""
 import argparse
 import datetime
 import os
@@ -14,8 +18,10 @@ import sys
 
 import torch
 
+from ..distributed import threads_per_rank
 from ..sample_data import describe_dataset, write_photo_dataset
 from .measure import Progress, run_system
+from .ranks import Ranks, merge_rows
 from .report import MEMORY_NOTE, add_ratios, header, machine, plot, table, versions, write_json
 from .stages import STAGES
 from .systems import make_systems
@@ -43,8 +49,12 @@ def parse_args(argv):
                    help="where the generated set is kept (default $TORCHDALI_CACHE or ~/.cache/torchdali)")
     p.add_argument("--batch-size", metavar="N", type=int, default=256, help="images a batch (default 256)")
     p.add_argument("--epochs", metavar="N", type=int, default=3, help="timed epochs, after one warm-up epoch (default 3)")
-    p.add_argument("--threads", metavar="N", type=int, default=os.cpu_count() or 2,
-                   help="torchdali's and DALI's threads, the DataLoader's workers (default: the CPU count)")
+    p.add_argument("--threads", metavar="N", type=int, default=None,
+                   help="torchdali's and DALI's threads, the DataLoader's workers (default: the usable "
+                        "cores, shared evenly by the ranks of this host under torchrun)")
+    p.add_argument("--hw-decoder-load", metavar="F", type=float, default=None,
+                   help="the 'mixed' decoders' share of each batch for the hardware JPEG decoder, "
+                        "for torchdali and DALI alike (default: each library's own)")
     p.add_argument("--device", choices=("auto", "cpu", "gpu", "all"), default="auto",
                    help="the pipelines' path: gpu (mixed decode), cpu, or all (both); "
                         "auto: gpu when there is a GPU, else cpu")
@@ -57,46 +67,62 @@ def parse_args(argv):
     p.add_argument("--plot", metavar="FILE.png", help="a bar chart of the rates (needs matplotlib)")
     args = p.parse_args(argv)
     for name in ("num_images", "batch_size", "epochs", "threads"):
-        if getattr(args, name) < 1:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
     return args
 
 
-def dataset(args):
-    """The image folder to read and its description."""
+def dataset(args, ranks):
+    """The image folder to read and its description (the first rank of a job generates the
+    set, the others wait for it)."""
     if args.data:
         if not os.path.isdir(args.data):
             raise SystemExit(f"--data {args.data}: no such directory")
         return {**describe_dataset(args.data), "source": "--data"}
     root = os.path.join(args.cache, f"photos-{args.num_images}")
-    print(f"generated data set: {root} (made once, then cached)", file=sys.stderr, flush=True)
-    write_photo_dataset(root, num_images=args.num_images, seed=0)
+    if ranks.first:
+        print(f"generated data set: {root} (made once, then cached)", file=sys.stderr, flush=True)
+        write_photo_dataset(root, num_images=args.num_images, seed=0)
+    ranks.barrier()
     return {**describe_dataset(root), "source": "generated photo-like JPEGs, 4:2:0"}
 
 
 def main(argv=None):
-    """Run the benchmark; returns the result (what --json writes)."""
+    """Run the benchmark; returns the result (what --json writes; on the first rank of a
+    job, the job's figures, elsewhere this rank's)."""
     args = parse_args(argv)
+    ranks = Ranks().start()
+    try:
+        return _run(args, argv, ranks)
+    finally:
+        ranks.close()
+
+
+def _run(args, argv, ranks):
     paths = {"auto": ["gpu" if torch.cuda.is_available() else "cpu"], "all": ["gpu", "cpu"]}.get(
         args.device, [args.device])
-    data = dataset(args)  # before anything touches CUDA: it forks its writers
-    settings = {"batch_size": args.batch_size, "epochs": args.epochs, "threads": args.threads,
-                "seed": args.seed, "device": args.device}
+    data = dataset(args, ranks)  # before anything touches CUDA: it forks its writers
+    settings = {"batch_size": args.batch_size, "epochs": args.epochs, "threads": args.threads or threads_per_rank(),
+                "hw_decoder_load": args.hw_decoder_load, "seed": args.seed, "device": args.device,
+                "ranks": ranks.world}
     result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "command": " ".join(["python -m torchdali.bench"] + list(sys.argv[1:] if argv is None else argv)),
               "machine": machine(), "versions": versions(), "data": data, "settings": settings,
               "memory": MEMORY_NOTE, "stages": {}}
-    print(header(result), flush=True)
-    systems = make_systems(args.systems, paths, args.threads)
-    progress = Progress()
+    say = print if ranks.first else (lambda *a, **k: None)
+    say(header(result), flush=True)
+    systems = make_systems(args.systems, paths, settings["threads"])
+    progress = Progress(quiet=not ranks.first)
     for stage in args.stages:
-        rows = [run_system(system, stage, data, settings, progress) for system in systems]
+        rows = [run_system(system, stage, data, settings, progress, ranks) for system in systems]
+        if ranks.world > 1:
+            rows = [merge_rows(list(per_rank)) for per_rank in zip(*ranks.gather(rows))]
         add_ratios(rows)
         result["stages"][stage] = {"description": STAGES[stage], "rows": rows}
-        print("\n" + table(stage, STAGES[stage], rows), flush=True)
-    print(f"\n{MEMORY_NOTE}. × torchdali: images/s over torchdali's on the same path (GPU or CPU).")
-    if args.json:
+        say("\n" + table(stage, STAGES[stage], rows), flush=True)
+    say(f"\n{MEMORY_NOTE}. × torchdali: images/s over torchdali's on the same path (GPU or CPU).")
+    if ranks.first and args.json:
         write_json(result, args.json)
-    if args.plot:
+    if ranks.first and args.plot:
         plot(result, args.plot)
     return result

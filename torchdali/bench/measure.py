@@ -5,7 +5,11 @@ Host memory is the proportional set size (PSS) of this process and of its child 
 memory is the device's memory in use (cudaMemGetInfo), which sees every allocator (torch's,
 DALI's, nvJPEG's). Both are sampled by a thread and reported as the peak above the level
 just before the system was opened. PSS costs the kernel ~10 ms a read for a process of
-torch's size, so host memory is read every 0.5 s, GPU memory every 0.05 s."""
+torch's size, so host memory is read every 0.5 s, GPU memory every 0.05 s.
+
+CPU use over the timed epochs is counted twice: the cores the system kept busy (CPU time of
+the process and its children, over the wall time) and how busy the whole host was
+(/proc/stat), which in a job of several ranks includes every rank."""
 import os
 import statistics
 import sys
@@ -18,23 +22,67 @@ import torch
 MIB = 1 << 20
 
 
-def host_memory():
-    """Bytes of PSS of this process and its descendants, or None where /proc has no
-    smaps_rollup (not Linux)."""
-    if not os.path.exists("/proc/self/smaps_rollup"):
-        return None
+def _process_tree(read):
+    """The sum of `read(pid)` over this process and its descendants."""
     pids, total = [os.getpid()], 0
     while pids:
         pid = pids.pop()
         try:
-            with open(f"/proc/{pid}/smaps_rollup") as f:
-                total += next(int(line.split()[1]) * 1024 for line in f if line.startswith("Pss:"))
+            total += read(pid)
             for tid in os.listdir(f"/proc/{pid}/task"):
                 with open(f"/proc/{pid}/task/{tid}/children") as f:
                     pids += [int(c) for c in f.read().split()]
         except (FileNotFoundError, ProcessLookupError):
             continue  # a child (or one of its threads) ended while we looked
     return total
+
+
+def _pss(pid):
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("Pss:"))
+
+
+def host_memory():
+    """Bytes of PSS of this process and its descendants, or None where /proc has no
+    smaps_rollup (not Linux)."""
+    if not os.path.exists("/proc/self/smaps_rollup"):
+        return None
+    return _process_tree(_pss)
+
+
+def _cpu_ticks(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime, all threads
+
+
+class CpuClock:
+    """CPU time of this process tree and of the whole host, between start() and stop()."""
+
+    def __init__(self):
+        self.linux = os.path.exists("/proc/stat")
+
+    @staticmethod
+    def _host():
+        with open("/proc/stat") as f:
+            ticks = [int(v) for v in f.readline().split()[1:]]
+        return sum(ticks) - ticks[3] - ticks[4], sum(ticks)  # busy (all but idle and iowait), all
+
+    def start(self):
+        self.wall = time.perf_counter()
+        if self.linux:
+            self.tree, self.host = _process_tree(_cpu_ticks), self._host()
+        return self
+
+    def stop(self):
+        """{'cpu_cores_used': cores the process tree kept busy on average, 'host_cpu_busy':
+        the fraction of the host's CPU time that was busy}; None where /proc is missing."""
+        if not self.linux:
+            return {"cpu_cores_used": None, "host_cpu_busy": None}
+        wall = time.perf_counter() - self.wall
+        tree = (_process_tree(_cpu_ticks) - self.tree) / os.sysconf("SC_CLK_TCK")
+        busy, total = (now - then for now, then in zip(self._host(), self.host))
+        return {"cpu_cores_used": round(tree / wall, 2), "host_cpu_busy": round(busy / max(total, 1), 3)}
 
 
 def gpu_memory():
@@ -81,14 +129,16 @@ class MemoryPeaks:
 
 
 class Progress:
-    """One status line on stderr: redrawn in place on a terminal, a line per epoch in a log."""
+    """One status line on stderr: redrawn in place on a terminal, a line per epoch in a log;
+    nothing when `quiet` (the ranks of a job other than the first)."""
 
-    def __init__(self, stream=None):
+    def __init__(self, stream=None, quiet=False):
         self.stream = stream or sys.stderr
         self.live = self.stream.isatty()
+        self.quiet = quiet
 
     def update(self, what, epoch, epochs, done, total, images, seconds, end=False):
-        if not (self.live or end):
+        if self.quiet or not (self.live or end):
             return  # a log gets the epoch's line only: nothing to build per batch
         name = "warm-up" if epoch == 0 else f"epoch {epoch}/{epochs}"
         frac = done / max(total, 1)
@@ -101,12 +151,14 @@ class Progress:
         self.stream.flush()
 
 
-def run_system(system, stage, data, settings, progress):
-    """Open `system` for `stage`, run a warm-up epoch and `settings['epochs']` timed ones;
-    returns the row: median images/s over the timed epochs, each epoch's rate, memory
-    peaks, or the error that stopped it (the other systems still run)."""
+def run_system(system, stage, data, settings, progress, ranks):
+    """Open `system` for `stage`, run a warm-up epoch and `settings['epochs']` timed ones over
+    this rank's shard; returns the row: median images/s over the timed epochs, each epoch's
+    rate, images and seconds, memory peaks and CPU use, or the error that stopped it (the
+    other systems still run). Every rank starts each epoch together (`ranks.barrier`), also
+    one whose system failed, so that the others go on."""
     row = {"system": system.id, "label": system.label, "path": system.path}
-    reason = system.unavailable()
+    reason = system.unavailable(ranks)
     if reason:
         return {**row, "error": f"not run: {reason}"}
     gpu = system.path == "gpu"
@@ -115,14 +167,21 @@ def run_system(system, stage, data, settings, progress):
         torch.cuda.empty_cache()  # memory cached by the systems before is not this one's
         torch.cuda.reset_peak_memory_stats()
     peaks = MemoryPeaks(gpu).start()
-    batches = -(-data["images"] // settings["batch_size"])
     what = f"{stage} | {system.label}"
+    epochs = settings["epochs"] + 1
+    synced = 0
     try:
         start = time.perf_counter()
-        system.open(stage, data["path"], settings["batch_size"], settings["threads"], settings["seed"])
+        system.open(stage, data["path"], settings, ranks)
         row["setup_s"] = round(time.perf_counter() - start, 2)
-        rates = []
-        for epoch in range(settings["epochs"] + 1):
+        counts, times = [], []
+        for epoch in range(epochs):
+            ranks.barrier()
+            synced += 1
+            if epoch == 1:
+                cpu = CpuClock().start()
+            expected = ranks.epoch_size(data["images"], epoch)
+            batches = -(-expected // settings["batch_size"])
             images, start = 0, time.perf_counter()
             for done, (batch, _labels) in enumerate(system.epoch(), 1):
                 images += batch.shape[0]
@@ -131,12 +190,15 @@ def run_system(system, stage, data, settings, progress):
                 torch.cuda.synchronize()
             seconds = time.perf_counter() - start
             progress.update(what, epoch, settings["epochs"], batches, batches, images, seconds, end=True)
-            if images != data["images"]:
-                raise RuntimeError(f"an epoch gave {images} images, the set has {data['images']}")
+            if images != expected:
+                raise RuntimeError(f"an epoch gave {images} images, its shard has {expected}")
             if epoch:
-                rates.append(images / seconds)
-        row["images_per_s"] = round(statistics.median(rates), 1)
-        row["epoch_images_per_s"] = [round(r, 1) for r in rates]
+                counts.append(images)
+                times.append(seconds)
+        row.update(cpu.stop())
+        row["images_per_s"] = round(statistics.median(c / t for c, t in zip(counts, times)), 1)
+        row["epoch_images_per_s"] = [round(c / t, 1) for c, t in zip(counts, times)]
+        row["epoch_images"], row["epoch_seconds"] = counts, [round(t, 4) for t in times]
         row["batch_shape"] = list(batch.shape)
     except Exception as e:  # noqa: BLE001 - a failing system is a row, not the end of the run
         lines = str(e).strip().splitlines()
@@ -144,6 +206,8 @@ def run_system(system, stage, data, settings, progress):
         row["traceback"] = traceback.format_exc(limit=-8)
     finally:
         system.close()
+        for _ in range(synced, epochs):
+            ranks.barrier()
         row.update(peaks.stop())
         if gpu:
             row["gpu_torch_peak_mib"] = round(torch.cuda.max_memory_allocated() / MIB, 1)

@@ -9,8 +9,10 @@ import sys
 import torch
 
 MEMORY_NOTE = ("GPU MiB: peak device memory in use above the level before the system started "
-               "(cudaMemGetInfo: every allocator, nvJPEG's and DALI's included); host MiB: peak "
-               "PSS of the process and its worker processes above that level")
+               "(cudaMemGetInfo: every allocator, nvJPEG's and DALI's included; the largest GPU of a "
+               "job); host MiB: peak PSS of the process and its worker processes above that level "
+               "(summed over a job's ranks); CPU cores used: the process's CPU time over the timed "
+               "epochs' wall time (summed over ranks); host CPU busy: of all the host's cores")
 
 
 def machine():
@@ -59,28 +61,43 @@ def header(result):
         f"{data['mean_width']:.0f}×{data['mean_height']:.0f} px, {data['mean_kib']:.1f} KiB",
         f"machine: {m['gpu'] or 'no GPU'}; {m['cpu']}, {m['cpu_cores']} CPU cores",
         "versions: " + ", ".join(f"{name} {v[key] or '–'}" for key, name in names.items()),
-        f"batch {s['batch_size']}, {s['threads']} threads / workers, median of {s['epochs']} epochs "
-        "after a warm-up epoch"])
+        (f"{s['ranks']} ranks (torchrun), each on its own GPU and shard, batch {s['batch_size']} and "
+         f"{s['threads']} threads a rank" if s.get("ranks", 1) > 1 else
+         f"batch {s['batch_size']}, {s['threads']} threads / workers")
+        + (f", hw_decoder_load {s['hw_decoder_load']}" if s.get("hw_decoder_load") is not None else "")
+        + f", median of {s['epochs']} epochs after a warm-up epoch"])
 
 
 def table(stage, description, rows):
-    """A stage's rows as a Markdown table."""
-    lines = [f"{stage}: {description}", "",
-             "| system | images/s | epochs, min–max | × torchdali | GPU MiB | host MiB |",
-             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    """A stage's rows as a Markdown table; a job of several ranks adds the rate per rank (per
+    GPU) and how busy the host's CPUs were."""
+    job = any(r.get("ranks", 1) > 1 for r in rows)
+    columns = ["system", "images/s"] + (["per rank"] if job else []) + [
+        "epochs, min–max", "× torchdali", "GPU MiB", "host MiB", "CPU cores used"] + (["host CPU busy"] if job else [])
+    lines = [f"{stage}: {description}", "", "| " + " | ".join(columns) + " |",
+             "| --- |" + " ---: |" * (len(columns) - 1)]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['label']} | {r['error']} | | | | |")
+            lines.append(f"| {r['label']} | {r['error']} |" + " |" * (len(columns) - 2))
             continue
-        ratio = f"{r['ratio']:.2f}×" if "ratio" in r else "–"
         epochs = r["epoch_images_per_s"]
-        lines.append(f"| {r['label']} | {r['images_per_s']:,.0f} | {min(epochs):,.0f}–{max(epochs):,.0f} | {ratio} "
-                     f"| {_mib(r['gpu_mib'])} | {_mib(r['host_mib'])} |")
+        cells = [r["label"], f"{r['images_per_s']:,.0f}"]
+        if job:
+            cells.append(f"{r['images_per_s'] / r['ranks']:,.0f}")
+        cells += [f"{min(epochs):,.0f}–{max(epochs):,.0f}", f"{r['ratio']:.2f}×" if "ratio" in r else "–",
+                  _mib(r["gpu_mib"]), _mib(r["host_mib"]), _number(r.get("cpu_cores_used"), "{:.1f}")]
+        if job:
+            cells.append(_number(r.get("host_cpu_busy"), "{:.0%}"))
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
+def _number(value, form):
+    return "–" if value is None else form.format(value)
+
+
 def _mib(value):
-    return "–" if value is None else f"{value:,.0f}"
+    return _number(value, "{:,.0f}")
 
 
 def write_json(result, path):

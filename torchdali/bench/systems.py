@@ -25,19 +25,23 @@ class PipelineSystem:
         name = "torchdali" if self.key == "torchdali" else f"DALI {_dali_version() or ''}".rstrip()
         return f"{name}, {'mixed decode (GPU)' if self.path == 'gpu' else 'CPU'}"
 
-    def unavailable(self):
+    def unavailable(self, ranks):
         if self.path == "gpu" and not torch.cuda.is_available():
             return "no CUDA device"
         if self.key == "dali":
             return _dali_import_error()
         return None
 
-    def open(self, stage, data_dir, batch_size, threads, seed):
+    def open(self, stage, data_dir, settings, ranks):
         lib = importlib.import_module("torchdali" if self.key == "torchdali" else "nvidia.dali")
         plugin = importlib.import_module(f"{lib.__name__}.plugin.pytorch")
         gpu = self.path == "gpu"
-        pipe = define_pipeline(lib, stage)(data_dir, gpu, batch_size=batch_size, num_threads=threads,
-                                           device_id=0 if gpu else None, seed=seed)
+        # torchdali finds its shard itself; DALI is told the rank.
+        shard = ("auto", "auto") if self.key == "torchdali" else (ranks.rank, ranks.world)
+        pipe = define_pipeline(lib, stage)(
+            data_dir, gpu, *shard, settings["hw_decoder_load"], batch_size=settings["batch_size"],
+            num_threads=settings["threads"], device_id=torch.cuda.current_device() if gpu else None,
+            seed=settings["seed"] + ranks.rank)
         pipe.build()
         self._iterator = plugin.DALIGenericIterator(
             [pipe], ["images", "labels"], reader_name="Reader", auto_reset=True,
@@ -69,23 +73,25 @@ class DataLoaderSystem:
         where = "normalize on GPU" if self.path == "gpu" else "CPU"
         return f"DataLoader, {self.workers} workers, PIL + torchvision, {where}"
 
-    def unavailable(self):
+    def unavailable(self, ranks):
         if self.path == "gpu" and not torch.cuda.is_available():
             return "no CUDA device"
+        if ranks.world > 1:
+            return "the DataLoader row runs in a single process only, not under torchrun"
         try:
             import torchvision  # noqa: F401
         except ImportError as e:
             return f"torchvision does not import: {e}"
         return None
 
-    def open(self, stage, data_dir, batch_size, threads, seed):
+    def open(self, stage, data_dir, settings, ranks):
         from torchvision.datasets import ImageFolder
 
         gpu = self.path == "gpu"
         dataset = ImageFolder(data_dir, transform=torchvision_transform(stage, normalize=not gpu))
-        generator = torch.Generator().manual_seed(seed)
+        generator = torch.Generator().manual_seed(settings["seed"])
         self._loader = torch.utils.data.DataLoader(
-            dataset, batch_size=batch_size, shuffle=stage == "train", num_workers=self.workers,
+            dataset, batch_size=settings["batch_size"], shuffle=stage == "train", num_workers=self.workers,
             pin_memory=gpu, persistent_workers=self.workers > 0, generator=generator)
         self._normalize = GpuNormalize("cuda") if gpu else None
 
