@@ -15,7 +15,7 @@ namespace {
 // gather_arrays(arrays, address, sample_bytes) -> bool
 // Copies `arrays` (objects of one type exporting C-contiguous buffers of one format and
 // shape, `sample_bytes` each, such as NumPy arrays) back to back to `address`, the copies
-// without the GIL and, for large batches, on the intra-op threads. Returns False, copying
+// without the GIL and, for large batches, on torchdali's CPU threads. Returns False, copying
 // nothing, if an item is not such a buffer (the caller then takes the samples one by one).
 PyObject* gather_arrays(PyObject*, PyObject* args) {
   PyObject* arrays;

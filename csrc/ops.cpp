@@ -100,7 +100,7 @@ TORCH_LIBRARY(torchdali, m) {
       "separable_conv(Tensor[] images, Tensor windows, int[] window_sizes, int first_axis, "
       "int num_axes, ScalarType out_dtype) -> Tensor[]");
   // Reads whole files into one 1-D uint8 buffer, back to back in order, the reads spread
-  // over the intra-op threads; returns it and the files' sizes (int64 [N]). A file that
+  // over torchdali's CPU threads; returns it and the files' sizes (int64 [N]). A file that
   // cannot be opened or read fails the call with its path and the reason. Serves
   // readers.file.
   m.def("read_files(str[] paths) -> (Tensor, Tensor)");
@@ -109,7 +109,7 @@ TORCH_LIBRARY(torchdali, m) {
   // Reads the headers of encoded files (data, spans): one int64 row per file of
   // (is a JPEG, ends with its EOI marker, EXIF orientation 1-8, chroma subsampled, height,
   // width), from the marker segments before the image data; a field not found keeps its
-  // default (1, 1, 0, 0). Parsed on the intra-op threads. Serves the image decoders.
+  // default (1, 1, 0, 0). Parsed on torchdali's CPU threads. Serves the image decoders.
   m.def("jpeg_headers(Tensor data, Tensor spans) -> Tensor");
   // Decodes JPEGs (data, spans) on the GPU `device` with nvJPEG, each only within
   // windows[i] = (y, x, h, w) (int64 [N, 4]; the whole image is (0, 0, height, width)), to
@@ -133,7 +133,7 @@ TORCH_LIBRARY(torchdali, m) {
   // conversion to RGB (CMYK, YCCK), 2 where libjpeg found it corrupt or truncated, 3 where
   // the window reaches outside it (its part of `out` is unwritten). `fast_idct`: libjpeg's
   // fast integer IDCT (JDCT_IFAST) instead of the accurate one. `threads`: at most this
-  // many of torch's intra-op threads (0: all). Built where libjpeg-turbo was found
+  // many of torchdali's CPU threads (0: all). Built where libjpeg-turbo was found
   // (csrc/libjpeg/).
   m.def(
       "decode_jpegs_cpu(Tensor data, Tensor spans, Tensor windows, bool fast_idct, int threads, Tensor(a!) out) -> "

@@ -206,24 +206,6 @@ def test_ddp_example_runs_with_torchrun(tmp_path, no_dist_env):
     assert "done: 3 steps" in out and "losses finite and parameters identical on every rank" in out
 
 
-def test_building_a_pipeline_gives_torch_at_least_its_threads(no_dist_env):
-    """torchrun sets OMP_NUM_THREADS=1; the C++ kernels run on torch's intra-op threads."""
-    before = torch.get_num_threads()
-
-    @pipeline_def(batch_size=2, device_id=None)
-    def numbers():
-        return fn.random.uniform(range=[0, 1])
-
-    try:
-        torch.set_num_threads(1)
-        numbers(num_threads=3).build()
-        assert torch.get_num_threads() == 3
-        numbers(num_threads=2).build()
-        assert torch.get_num_threads() == 3  # never lowered
-    finally:
-        torch.set_num_threads(before)
-
-
 def test_threads_per_rank_share_the_cores(no_dist_env):
     cores = len(os.sched_getaffinity(0))
     assert distributed.threads_per_rank() == cores

@@ -21,6 +21,7 @@ import torch
 from .graph import topological_order
 from .stats import MemoryStats
 from .errors import OperatorError
+from .kernels import request_cpu_threads
 from .operators.base import Args, BatchSpec, OpSpec, RunContext
 from .tensor_list import TensorList
 from .workers import WorkerDied
@@ -136,10 +137,7 @@ class Executor:
         self.num_threads = max(1, pipe.num_threads)
         self.pool = concurrent.futures.ThreadPoolExecutor(self.num_threads,
                                                           thread_name_prefix="torchdali")
-        # The C++ kernels share a batch out over torch's intra-op threads: at least this
-        # many, also where torchrun has set OMP_NUM_THREADS=1 for every rank.
-        if torch.get_num_threads() < self.num_threads:
-            torch.set_num_threads(self.num_threads)
+        request_cpu_threads(self.num_threads)  # the C++ kernels' threads: at least as many
         self.stream = self.decode_stream = None
         self.cuda_device = None
         if self.uses_gpu:

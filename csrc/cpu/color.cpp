@@ -1,5 +1,5 @@
 // CPU kernel of torchdali::color_transform: one parallel loop over (sample, chunk of pixels).
-#include <ATen/Parallel.h>
+#include "../parallel.h"
 #include <torch/library.h>
 
 #include <algorithm>
@@ -50,7 +50,7 @@ void color_cpu(const color::Args& a) {
     const int64_t pixels = a.images[i].numel() / C;
     first_item[i + 1] = first_item[i] + (pixels + chunk - 1) / chunk;
   }
-  at::parallel_for(0, first_item[a.n], 1, [&](int64_t begin, int64_t end) {
+  torchdali::parallel_for(0, first_item[a.n], 1, [&](int64_t begin, int64_t end) {
     int64_t i = std::upper_bound(first_item.begin(), first_item.end(), begin) -
                 first_item.begin() - 1;
     for (int64_t item = begin; item < end; ++item) {

@@ -1,7 +1,7 @@
 // CPU kernel of torchdali::crop_mirror_normalize: one parallel loop over (sample, row). A row
 // is the run of window pixels inside the image, normalized into a planar scratch row and
 // stored in the output's order (reversed when mirrored), plus the fill around it.
-#include <ATen/Parallel.h>
+#include "../parallel.h"
 #include <torch/library.h>
 
 #include <algorithm>
@@ -97,7 +97,7 @@ void cmn_cpu(const cmn::Args& a, int64_t crop_h, int64_t crop_w, bool out_chw,
   const bool in3 = !a.in_chw && C == 3, out3 = !out_chw && C == 3 && out_channels == 3;
   const int64_t grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / (crop_w * out_channels));
 
-  at::parallel_for(0, a.n * crop_h, grain, [&](int64_t begin, int64_t end) {
+  torchdali::parallel_for(0, a.n * crop_h, grain, [&](int64_t begin, int64_t end) {
     std::vector<float> tmp(C * crop_w);
     for (int64_t row = begin; row < end; ++row) {
       const int64_t i = row / crop_h, y = row % crop_h;

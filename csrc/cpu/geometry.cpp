@@ -1,6 +1,6 @@
 // CPU kernels of torchdali::flip and torchdali::transpose: one parallel loop over the rows
 // of the whole batch (a sample's rows are found from prefix sums).
-#include <ATen/Parallel.h>
+#include "../parallel.h"
 #include <torch/library.h>
 
 #include <algorithm>
@@ -298,7 +298,7 @@ at::Tensor gather_windows_cpu(at::TensorList images, const at::Tensor& windows) 
   at::Tensor out = at::empty({total}, ins[0].options());
   const int64_t elem = ins[0].element_size();
   char* dst = static_cast<char*>(out.data_ptr());
-  at::parallel_for(0, static_cast<int64_t>(ins.size()), 1, [&](int64_t begin, int64_t end) {
+  torchdali::parallel_for(0, static_cast<int64_t>(ins.size()), 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const geometry::WindowCopy& c = copies[i];
       const char* src = static_cast<const char*>(ins[i].const_data_ptr()) + c.start * elem;

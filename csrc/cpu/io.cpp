@@ -1,9 +1,9 @@
 // Whole-file reads for readers.file: plain POSIX reads straight into one output buffer,
-// spread over torch's intra-op threads. The dispatcher releases the caller's GIL, so
+// spread over torchdali's CPU threads (parallel.h). The dispatcher releases the caller's GIL, so
 // the reads of a batch run in parallel, unlike Python threads that take the GIL back
 // between the open, stat, read and close of every file.
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
+#include "../parallel.h"
 #include <torch/library.h>
 
 #include <fcntl.h>
@@ -69,14 +69,14 @@ void read_file(const std::string& path, int64_t size, uint8_t* out) {
 }
 
 // Every file's contents back to back in one buffer, and their sizes: the files are
-// measured, then read, each phase spread over the intra-op threads. Only regular files are
+// measured, then read, each phase spread over torchdali's CPU threads. Only regular files are
 // read: a FIFO, socket or device would block the reader or never end.
 std::tuple<at::Tensor, at::Tensor> read_files(std::vector<std::string> paths) {
   const int64_t n = static_cast<int64_t>(paths.size());
   at::Tensor sizes = at::empty({n}, at::kLong);
   int64_t* size = sizes.data_ptr<int64_t>();
   std::vector<std::string> unsized(n);  // contents read while measuring (see read_unsized)
-  at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
+  torchdali::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       struct stat st;
       TORCH_CHECK(::stat(paths[i].c_str(), &st) == 0, "cannot read '", paths[i], "': ", std::strerror(errno));
@@ -89,7 +89,7 @@ std::tuple<at::Tensor, at::Tensor> read_files(std::vector<std::string> paths) {
   for (int64_t i = 0; i < n; ++i) offset[i + 1] = offset[i] + size[i];
   at::Tensor flat = at::empty({offset[n]}, at::kByte);
   uint8_t* out = flat.data_ptr<uint8_t>();
-  at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
+  torchdali::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       if (unsized[i].empty())
         read_file(paths[i], size[i], out + offset[i]);

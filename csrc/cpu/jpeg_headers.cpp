@@ -1,9 +1,9 @@
 // What the decoders need to know of a batch of encoded files before decoding them: is it
 // a JPEG, does it end with its EOI marker, its EXIF orientation, whether its chroma is
-// subsampled, and its size. One call for the batch, spread over torch's intra-op threads
+// subsampled, and its size. One call for the batch, spread over torchdali's CPU threads (parallel.h)
 // without the GIL, instead of a Python parser called once per sample.
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
+#include "../parallel.h"
 #include <torch/library.h>
 
 #include "../encoded.h"
@@ -92,7 +92,7 @@ at::Tensor jpeg_headers(const at::Tensor& data, const at::Tensor& spans) {
   const int64_t n = files.size();
   at::Tensor out = at::empty({n, kFields}, at::kLong);
   int64_t* rows = out.data_ptr<int64_t>();
-  at::parallel_for(0, n, 16, [&](int64_t begin, int64_t end) {
+  torchdali::parallel_for(0, n, 16, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) parse(files.data(i), files.bytes(i), rows + i * kFields);
   });
   return out;

@@ -2,7 +2,7 @@
 // is a row of the plan (its innermost dim) or, where rows are short and share their
 // parameters (HWC per channel: rows of C), a group of rows whose parameters are tiled
 // into a pattern as long as the run, so the inner loop is long and contiguous.
-#include <ATen/Parallel.h>
+#include "../parallel.h"
 #include <torch/library.h>
 
 #include <algorithm>
@@ -88,7 +88,7 @@ void normalize_cpu_impl(const normalize::Args& a, float shift) {
     cost = std::max(cost, runs.back().len * runs.back().group);
   }
   const int64_t grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / cost);
-  at::parallel_for(0, start[a.n], grain, [&](int64_t begin, int64_t end) {
+  torchdali::parallel_for(0, start[a.n], grain, [&](int64_t begin, int64_t end) {
     Pattern pattern;
     int64_t i = std::upper_bound(start.begin(), start.end(), begin) - start.begin() - 1;
     for (int64_t item = begin; item < end; ++item) {

@@ -1,6 +1,6 @@
 // torchdali::pack: a batch's samples copied back to back into one buffer, the staging step
 // of a host-to-GPU copy (or of stacking a list into a dense batch). One call does the
-// bookkeeping in C++ (no tensor op per sample) and the copies on the intra-op threads,
+// bookkeeping in C++ (no tensor op per sample) and the copies on torchdali's CPU threads,
 // without the GIL.
 #include <ATen/ATen.h>
 #include <torch/library.h>

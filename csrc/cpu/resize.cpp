@@ -2,7 +2,7 @@
 // model picks) through a float intermediate. The batch is cut into bands of output rows, one
 // parallel loop over all of them, so that a band's intermediate stays in the cache: vertical
 // first, one row at a time; horizontal first, the source rows the band reads.
-#include <ATen/Parallel.h>
+#include "../parallel.h"
 #include <torch/library.h>
 
 #include <algorithm>
@@ -280,7 +280,7 @@ void resize_cpu_impl(const resize::Args& a) {
   // Bands differ in cost (samples differ in size): each thread takes the next band left.
   std::atomic<int64_t> next{0};
   const int64_t nb = static_cast<int64_t>(bands.size());
-  at::parallel_for(0, std::min<int64_t>(nb, at::get_num_threads()), 1, [&](int64_t, int64_t) {
+  torchdali::parallel_for(0, std::min<int64_t>(nb, torchdali::num_threads()), 1, [&](int64_t, int64_t) {
     std::vector<float> buf(scratch);
     for (int64_t b; (b = next++) < nb;) {
       const UnitTaps& u = taps[bands[b].unit];

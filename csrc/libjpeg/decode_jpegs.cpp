@@ -7,11 +7,11 @@
 // rows above it (Huffman-decoded, but neither dequantized nor transformed),
 // jpeg_crop_scanline() narrows each row to the iMCU columns around it, and the rows below
 // it are never decoded; its pixels are those of the whole image, cut. The images are
-// shared out one at a time among torch's intra-op threads (an atomic counter, so a few
+// shared out one at a time among torchdali's CPU threads (parallel.h; an atomic counter, so a few
 // large files do not hold up one thread's share); the dispatcher releases the caller's GIL
 // for the whole call. Built where libjpeg-turbo's headers were found (setup.py).
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
+#include "../parallel.h"
 #include <torch/library.h>
 
 #include "../encoded.h"
@@ -131,9 +131,9 @@ at::Tensor decode_jpegs_cpu(const at::Tensor& data, const at::Tensor& spans, at:
   uint8_t* dst = out.data_ptr<uint8_t>();
   int32_t* st = status.data_ptr<int32_t>();
   std::atomic<int64_t> next{0};
-  const int64_t workers = std::min<int64_t>(n, threads > 0 ? std::min<int64_t>(threads, at::get_num_threads())
-                                                             : at::get_num_threads());
-  at::parallel_for(0, workers, 1, [&](int64_t, int64_t) {
+  const int64_t workers = std::min<int64_t>(n, threads > 0 ? std::min<int64_t>(threads, torchdali::num_threads())
+                                                             : torchdali::num_threads());
+  torchdali::parallel_for(0, workers, 1, [&](int64_t, int64_t) {
     std::vector<uint8_t> scratch;
     for (int64_t i = next++; i < n; i = next++) {
       const int64_t* wi = win + 4 * i;

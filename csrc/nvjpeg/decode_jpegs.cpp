@@ -4,8 +4,8 @@
 // Two paths share a batch, as in DALI's 'mixed' decoder:
 // - the hardware decoder (the NVJPG engines of A100/H100/H200), one batched call for the
 //   first `hw_load` fraction of the images it supports, on a thread of its own;
-// - the hybrid path for the rest: Huffman decoding on torch's intra-op threads (one worker
-//   state per thread), the IDCT and colour conversion on the GPU.
+// - the hybrid path for the rest: Huffman decoding on torchdali's CPU threads (parallel.h; one worker
+//   state per chunk), the IDCT and colour conversion on the GPU.
 // Only the window is decoded (nvJPEG's ROI decoding). Device memory comes from torch's
 // caching allocator. The hardware decoder's call holds its thread until the engines are
 // done, so decode_jpegs_start returns once it has handed the share over (its bitstreams
@@ -14,7 +14,7 @@
 // stream after it. A decode thread can so prepare its next batch while the engines work;
 // the next start waits for them. The dispatcher releases the caller's GIL for every call.
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
+#include "../parallel.h"
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -337,7 +337,7 @@ class Engine {
     uint8_t* base = flat.data_ptr<uint8_t>();
     auto pending = c10::make_intrusive<PendingJpegs>(this, files, regions, offsets, flat);
 
-    // The hardware decoder's share runs on its thread; the intra-op threads take the rest
+    // The hardware decoder's share runs on its thread; torchdali's CPU threads take the rest
     // through the hybrid path meanwhile.
     std::shared_ptr<HardwareJob> job = hardware_share(files, regions, hw_load);
     std::vector<char> on_hardware(n, 0);
@@ -383,18 +383,19 @@ class Engine {
   }
 
  private:
-  // The hybrid path for the images `index`, over the intra-op threads (one worker each).
+  // The hybrid path for the images `index`, over torchdali's CPU threads (one worker each).
   void decode_hybrid(const torchdali::Encoded& data, const std::vector<Window>& regions,
                      const std::vector<int64_t>& offsets, const std::vector<int64_t>& index, uint8_t* base,
                      cudaStream_t stream, int32_t* st) {
     if (index.empty()) return;
-    const int threads = at::get_num_threads();
+    const int threads = torchdali::num_threads();
     while (static_cast<int>(workers_.size()) < threads)
       workers_.push_back(std::make_unique<Worker>(handle_, decoder_));
     C10_CUDA_CHECK(cudaEventRecord(ready_, stream));
-    at::parallel_for(0, static_cast<int64_t>(index.size()), 1, [&](int64_t begin, int64_t end) {
+    torchdali::parallel_chunks(0, static_cast<int64_t>(index.size()), 1, threads,
+                               [&](int chunk, int64_t begin, int64_t end) {
       c10::cuda::CUDAGuard guard(device_);
-      Worker& worker = *workers_[at::get_thread_num()];
+      Worker& worker = *workers_[chunk];
       worker.begin(ready_);
       for (int64_t k = begin; k < end; ++k) {
         const int64_t i = index[k];
@@ -428,7 +429,7 @@ class Engine {
     std::shared_ptr<HardwareJob> job = idle_job();
     job->reserve(hw_handle_, n);
     std::vector<char> supported(n, 0);
-    at::parallel_for(0, n, 16, [&](int64_t begin, int64_t end) {
+    torchdali::parallel_for(0, n, 16, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         nvjpegStatus_t s = nvjpegJpegStreamParseHeader(hw_handle_, data.data(i), data.bytes(i), job->streams[i]);
         unsigned width = 0, height = 0;
@@ -448,7 +449,7 @@ class Engine {
     return job;
   }
 
-  // The share's bitstreams copied to the job's page-locked buffer (over the intra-op
+  // The share's bitstreams copied to the job's page-locked buffer (over torchdali's CPU
   // threads), and the decoder's arguments for each image.
   void stage(HardwareJob& job, const torchdali::Encoded& data, const std::vector<Window>& regions,
              const std::vector<int64_t>& offsets, uint8_t* base) {
@@ -460,7 +461,7 @@ class Engine {
     job.sizes.resize(m);
     job.dests.assign(m, nvjpegImage_t{});
     job.share_params.resize(m);
-    at::parallel_for(0, m, 8, [&](int64_t begin, int64_t end) {
+    torchdali::parallel_for(0, m, 8, [&](int64_t begin, int64_t end) {
       for (int64_t k = begin; k < end; ++k) {
         const int64_t i = job.images[k];
         std::memcpy(staging + at[k], data.data(i), data.bytes(i));
@@ -498,7 +499,7 @@ class Engine {
   nvjpegHandle_t handle_{};
   nvjpegJpegDecoder_t decoder_{};
   cudaEvent_t ready_{};  // the output buffer is free for the workers' streams
-  std::vector<std::unique_ptr<Worker>> workers_;  // one per intra-op thread
+  std::vector<std::unique_ptr<Worker>> workers_;  // one per chunk of the hybrid path
   nvjpegHandle_t hw_handle_{};
   nvjpegJpegState_t hw_state_{};  // used on hardware_thread_ only
   std::vector<std::shared_ptr<HardwareJob>> jobs_;

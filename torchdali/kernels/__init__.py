@@ -17,6 +17,14 @@ def load_extension():
             "`python setup.py build_ext --inplace`)") from e
 
 
+def request_cpu_threads(n):
+    """The C++ kernels share batches out over at least `n` threads from now on (their own
+    pool, csrc/parallel.h, not torch's intra-op threads); returns the pool's size."""
+    load_extension()
+    torch.ops.torchdali.request_cpu_threads(n)
+    return torch.ops.torchdali.cpu_threads()
+
+
 MAX_DIMS = 8  # the kernels' limit on a sample's number of dims (csrc: kMaxDims)
 
 

@@ -60,7 +60,7 @@ class EncodedFiles:
 
 def read_files(paths: List[str]) -> EncodedFiles:
     """The whole contents of the files `paths`, back to back in one buffer in order, read
-    in parallel on the intra-op threads without the GIL. A file that cannot be read (or is
+    in parallel on torchdali's CPU threads without the GIL. A file that cannot be read (or is
     not a regular file: a FIFO, socket or device) raises a RuntimeError naming it and the
     reason. File names that are not UTF-8 (as os.listdir gives them, with surrogate
     escapes) are read too: through a descriptor opened here, as the op takes UTF-8."""
@@ -105,7 +105,7 @@ def jpeg_headers(files: Union[EncodedFiles, List[torch.Tensor]]) -> torch.Tensor
     """One int64 row per encoded file (EncodedFiles, or a list of 1-D uint8 CPU tensors) of
     JPEG_FIELDS: is it a JPEG, does it end with its EOI marker (truncated files don't), its
     EXIF orientation (1-8), is its chroma subsampled, its height and width; defaults
-    (1, 1, 0, 0) where the header does not tell. Parsed in C++ on the intra-op threads
+    (1, 1, 0, 0) where the header does not tell. Parsed in C++ on torchdali's CPU threads
     without the GIL."""
     files = EncodedFiles.of(files)
     return torch.ops.torchdali.jpeg_headers.default(files.data, files.spans)

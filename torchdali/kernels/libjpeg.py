@@ -1,5 +1,5 @@
 """`torchdali::decode_jpegs_cpu`: our CPU JPEG decoder (csrc/libjpeg/), built where
-libjpeg-turbo was found: a batch decoded on torch's intra-op threads without the GIL, each
+libjpeg-turbo was found: a batch decoded on torchdali's CPU threads without the GIL, each
 image only within its window, into one buffer. Its Python face and, beside it, the fake
 kernel that lets `torch.compile` trace it."""
 from typing import List, Optional, Tuple, Union
@@ -35,7 +35,7 @@ def decode_jpegs(files: Union[EncodedFiles, List[torch.Tensor]], windows: torch.
     space with no conversion to RGB: CMYK, YCCK), 2 (corrupt or truncated) or 3 (the window
     reaches outside the image), where that part of `flat` is not written. `fast_idct`:
     libjpeg's fast integer IDCT, a little less accurate. `threads`: at most this many of
-    torch's intra-op threads decode (0: all of them)."""
+    torchdali's CPU threads decode (0: all of them)."""
     files = EncodedFiles.of(files)
     if out is None:
         out = torch.empty(window_bytes(windows), dtype=torch.uint8)

@@ -1,6 +1,6 @@
 """`torchdali::decode_jpegs`: our GPU JPEG decoder (csrc/nvjpeg/), built where nvJPEG was
 found: the hardware decoder takes its share of a batch, the hybrid path (Huffman on the
-intra-op threads, IDCT on the GPU) the rest, each image decoded only within its window.
+torchdali's CPU threads, IDCT on the GPU) the rest, each image decoded only within its window.
 Its Python face and, beside it, the fake kernel that lets `torch.compile` trace it."""
 from typing import List, Tuple, Union
 

@@ -17,7 +17,7 @@ __all__ = ["pack", "unpack", "batch_views", "gather_arrays"]
 def pack(samples: List[torch.Tensor], pin_memory: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
     """CPU `samples` (one dtype and number of dims, any shapes) copied back to back into one
     1-D buffer, pinned when `pin_memory` (the staging of a host-to-GPU copy), and their
-    shapes as int64 [N, ndim]. One C++ call: the copies run on the intra-op threads without
+    shapes as int64 [N, ndim]. One C++ call: the copies run on torchdali's CPU threads without
     the GIL."""
     if not samples:  # no tensor for the dispatcher to pick a kernel by
         raise ValueError("pack: `samples` must hold at least one tensor")
