@@ -93,6 +93,13 @@ def test_a_failing_system_is_reported_and_the_others_still_run(tiny_set, monkeyp
     assert "| RuntimeError: worker exploded |" in capsys.readouterr().out
 
 
+def test_the_two_operator_train_stage_runs_on_request(tiny_set):
+    result = _bench(tiny_set, "--device", "cpu", "--systems", "torchdali", "--stages", "train-2op")
+    (row,) = result["stages"]["train-2op"]["rows"]
+    assert "error" not in row, row.get("traceback")
+    assert row["batch_shape"][1:] == [3, 224, 224]
+
+
 def test_systems_and_stages_select_rows(tiny_set):
     result = _bench(tiny_set, "--device", "cpu", "--systems", "dataloader", "--stages", "train")
     assert list(result["stages"]) == ["train"]

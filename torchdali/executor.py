@@ -21,6 +21,7 @@ import torch
 from .graph import topological_order
 from .stats import MemoryStats
 from .errors import OperatorError
+from .fusion import fuse_steps
 from .kernels import request_cpu_threads
 from .operators.base import Args, BatchSpec, OpSpec, RunContext
 from .tensor_list import TensorList
@@ -39,6 +40,7 @@ class Step:
         self.run = run
         self.inputs = [(x.source.id, x.index) for x in node.inputs]
         self.arg_inputs = {k: (x.source.id, x.index) for k, x in node.arg_inputs.items()}
+        self.stage = node.device  # where it runs: its device's stage, or a fused partner's (fusion.py)
         self.finishes_later = False  # may leave its outputs to the GPU stage to finish (Executor)
 
 
@@ -121,9 +123,10 @@ class Executor:
         repeated = sorted(k for k, n in names.items() if n > 1)
         if repeated:  # as DALI: names identify operators (feed_input, readers, checkpoints)
             raise RuntimeError(f"the pipeline is invalid because operator names are not unique: {repeated}")
-        self.cpu_steps = [s for s in self.steps if s.node.device == "cpu"]
-        self.mixed_steps = [s for s in self.steps if s.node.device == "mixed"]
-        self.gpu_steps = [s for s in self.steps if s.node.device == "gpu"]
+        fuse_steps(self.steps, self.outputs)
+        self.cpu_steps = [s for s in self.steps if s.stage == "cpu"]
+        self.mixed_steps = [s for s in self.steps if s.stage == "mixed"]
+        self.gpu_steps = [s for s in self.steps if s.stage == "gpu"]
         self.uses_gpu = bool(self.mixed_steps or self.gpu_steps) or any(x.device == "gpu" for x in outputs)
         # Decoding on its own stream (and thread) pays when GPU operators follow it.
         self.decode_stage = bool(self.mixed_steps) and bool(self.gpu_steps)

@@ -1,5 +1,6 @@
 """The main job: torchdali, `torch.utils.data.DataLoader` and NVIDIA DALI side by side, in one
-process and one run, on ImageNet's two input stages (train and val), each timed through its
+process and one run, on ImageNet's two input stages (train and val; train-2op, the train
+stage written with fn.random_resized_crop after the decoder, on request), each timed through its
 iterator as a training loop consumes it.
 
     python -m torchdali.bench [--data DIR] [--num-images 4096] [--batch-size 256] [--epochs 3]
@@ -23,7 +24,7 @@ from ..sample_data import describe_dataset, write_photo_dataset
 from .measure import Progress, run_system
 from .ranks import Ranks, merge_rows
 from .report import MEMORY_NOTE, add_ratios, header, machine, plot, table, versions, write_json
-from .stages import STAGES
+from .stages import DEFAULT_STAGES, STAGES
 from .systems import make_systems
 
 SYSTEMS = ("torchdali", "dataloader", "dali")
@@ -60,7 +61,7 @@ def parse_args(argv):
                         "auto: gpu when there is a GPU, else cpu")
     p.add_argument("--systems", metavar="LIST", type=_names(SYSTEMS, "unknown system"), default=list(SYSTEMS),
                    help="comma-separated, from: " + ", ".join(SYSTEMS))
-    p.add_argument("--stages", metavar="LIST", type=_names(tuple(STAGES), "unknown stage"), default=list(STAGES),
+    p.add_argument("--stages", metavar="LIST", type=_names(tuple(STAGES), "unknown stage"), default=list(DEFAULT_STAGES),
                    help="comma-separated, from: " + ", ".join(STAGES))
     p.add_argument("--seed", type=int, default=0, help="the pipelines' and the DataLoader's random seed")
     p.add_argument("--json", metavar="FILE", help="write every figure, the machine and versions here")

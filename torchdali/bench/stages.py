@@ -12,7 +12,10 @@ STAGES = {
     "train": "decode → RandomResizedCrop 224 (scale 0.08–1, ratio 3/4–4/3) → random horizontal flip "
              "→ normalize → float NCHW",
     "val": "decode → resize shorter side 256 → centre crop 224 → normalize → float NCHW",
+    "train-2op": "train with the crop as its own operator: decoders.image → random_resized_crop 224 "
+                 "→ random horizontal flip → normalize → float NCHW",
 }
+DEFAULT_STAGES = ("train", "val")  # train-2op only when asked for
 
 
 def define_pipeline(lib, stage):
@@ -24,7 +27,7 @@ def define_pipeline(lib, stage):
 
     @lib.pipeline_def
     def pipeline(data_dir, gpu, shard_id=0, num_shards=1, hw_decoder_load=None):
-        jpegs, labels = fn.readers.file(file_root=data_dir, random_shuffle=stage == "train",
+        jpegs, labels = fn.readers.file(file_root=data_dir, random_shuffle=stage.startswith("train"),
                                         shard_id=shard_id, num_shards=num_shards, pad_last_batch=True, name="Reader")
         decoder = "mixed" if gpu else "cpu"
         split = {"hw_decoder_load": hw_decoder_load} if gpu and hw_decoder_load is not None else {}
@@ -32,6 +35,11 @@ def define_pipeline(lib, stage):
             images = fn.decoders.image_random_crop(jpegs, device=decoder, output_type=types.RGB, **split,
                                                    random_area=[0.08, 1.0], random_aspect_ratio=[3 / 4, 4 / 3])
             images = fn.resize(images, resize_x=SIZE, resize_y=SIZE)
+            mirror = fn.random.coin_flip(probability=0.5)
+        elif stage == "train-2op":
+            images = fn.decoders.image(jpegs, device=decoder, output_type=types.RGB, **split)
+            images = fn.random_resized_crop(images, size=SIZE, random_area=[0.08, 1.0],
+                                            random_aspect_ratio=[3 / 4, 4 / 3])
             mirror = fn.random.coin_flip(probability=0.5)
         else:
             images = fn.decoders.image(jpegs, device=decoder, output_type=types.RGB, **split)
@@ -49,7 +57,7 @@ def torchvision_transform(stage, normalize):
     uint8 CHW tensor, or a normalized float one with `normalize`."""
     from torchvision.transforms import v2
 
-    if stage == "train":
+    if stage.startswith("train"):
         steps = [v2.RandomResizedCrop(SIZE, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), antialias=True),
                  v2.RandomHorizontalFlip()]
     else:

@@ -91,7 +91,7 @@ class DataLoaderSystem:
         dataset = ImageFolder(data_dir, transform=torchvision_transform(stage, normalize=not gpu))
         generator = torch.Generator().manual_seed(settings["seed"])
         self._loader = torch.utils.data.DataLoader(
-            dataset, batch_size=settings["batch_size"], shuffle=stage == "train", num_workers=self.workers,
+            dataset, batch_size=settings["batch_size"], shuffle=stage.startswith("train"), num_workers=self.workers,
             pin_memory=gpu, persistent_workers=self.workers > 0, generator=generator)
         self._normalize = GpuNormalize("cuda") if gpu else None
 

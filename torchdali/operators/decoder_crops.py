@@ -1,14 +1,16 @@
 """Decoders fused with a crop: `decoders.image_crop`, `decoders.image_random_crop` and
 `decoders.image_slice`. Each decodes as `decoders.image` does (same arguments, errors
 and on_error policy) and then cuts the window, computed on the decoded, EXIF-oriented
-image as DALI computes it; a window outside the image is an error, as in DALI."""
+image as DALI computes it; a window outside the image is an error, as in DALI. Also the
+step that `decoders.image` followed by `random_resized_crop` fuses into (torchdali/fusion.py)."""
 import numpy as np
 import torch
 
 from ..schema import FLOAT, Arg, register
-from .base import RandomOperator
+from .base import Args, RandomOperator
 from .crop import CROP_ARGS, Crop
 from .decoders import CPU_DECODER, DECODER_ARGS, DECODER_DEPRECATED_ARGS, ImageDecoder, place
+from .images import image_batch
 from .resize import RandomResizedCrop, pair
 from .slicing import SLICE_ARGS, SliceWindows
 from .windows import crop_windows, fit_windows, random_crop_windows, whole_images
@@ -25,67 +27,106 @@ _CROP_ARGS = [a for a in CROP_ARGS if a.name not in ("out_of_bounds_policy", "fi
 class _DecodeThenCrop(ImageDecoder):
     """decoders.image, then the windows ([N, 4] (y, x, h, w)) that the subclass's
     `windows(kept, hw, inputs, args)` gives for the images: `kept` are their indices in the
-    batch (undecodable samples may have been skipped), `hw` their sizes. Our engine (CPU or
-    GPU) decodes only the window of each upright JPEG, its size known from its header; the
-    other files are decoded whole and cut in one call."""
+    batch (undecodable samples may have been skipped), `hw` their sizes."""
 
     def run(self, inputs, args, ctx):
-        batch = inputs[0]
-        data = self.encoded(batch)
-        n = len(data)
-        hw = np.zeros((n, 2), np.int64)
-        direct = np.zeros(n, bool)  # decoded within the window only
-        if self.decodes_windows:
-            head, batched = self.batched_jpegs(data)
-            direct = batched & ((head["orientation"] == 1) | (not self.orient))
-            hw[direct] = np.stack([head["height"], head["width"]], axis=1)[direct]
-        errors, images = {}, [None] * n
-        whole = np.flatnonzero(~direct)
-        if len(whole):
-            place(images, whole, self.decode(data.subset(whole), errors, ctx))
-            errors = {int(whole[k]): e for k, e in errors.items()}
-            hw[whole] = [img.shape[:2] if img is not None else (0, 0) for img in (images[i] for i in whole)]
-        failed = np.zeros(n, bool)
-        failed[list(errors)] = True
-        kept = np.flatnonzero(~failed)
-        windows = np.zeros((n, 4), np.int64)
-        if len(kept):
-            windows[kept] = self.windows(kept.tolist(), hw[kept], inputs, args)
-        cut = kept[~direct[kept]]
-        if len(cut):
-            from ..kernels.geometry import gather_windows  # loads the extension on first use
+        images, errors = decode_cut(self, inputs[0], lambda kept, hw: self.windows(kept, hw, inputs, args), ctx)
+        return [self.settle(inputs[0], images, errors, args, ctx)]
 
-            crops = gather_windows([images[i] for i in cut], windows[cut])  # one call for these
-            if len(cut) == n and isinstance(crops, torch.Tensor):  # one window size: a dense batch
-                return [self.settle(batch, crops, errors, args, ctx)]
-            place(images, cut, crops)
-        fused = kept[direct[kept]]
-        if len(fused):
-            whole_batch = self._decode_fused(batch, data, fused, windows[fused], images, errors, ctx)
-            if whole_batch is not None:
-                return [self.settle(batch, whole_batch, errors, args, ctx)]
-        return [self.settle(batch, images, errors, args, ctx)]
 
-    def _decode_fused(self, batch, data, index, windows, images, errors, ctx):
-        """Windows of the files `index` decoded by our engine into images[i]; a file it
-        refuses is decoded whole by torchvision (or fails there, in `errors`) and cut. The
-        usual batch, all of it decoded by the engine as it outputs it, is returned instead:
-        one buffer, no tensor per sample made here (see decode_windows)."""
-        as_is = len(index) == len(images) and self.plain_rgb
-        decoded, refused = self.decode_windows(data.subset(index), windows, ctx, batch if as_is else None)
-        if as_is and not len(refused):
-            return decoded
-        decoded = self.but_refused(decoded, refused)
-        if not self.plain_rgb:
-            decoded = [None if img is None else self.finish_rgb(img) for img in decoded]
-        place(images, index, decoded)
-        for k in refused.tolist():
-            i, (y, x, h, w) = int(index[k]), windows[k].tolist()
-            img = self.decode_one(data.file(i), errors, i)  # whole, on the CPU
-            if img is not None:
-                self.count(CPU_DECODER, 1)
-                images[i] = self.on_device(img[y:y + h, x:x + w], ctx)
-        return None
+def decode_cut(dec, batch, windows_of, ctx, defer=True):
+    """`batch`'s files decoded by the ImageDecoder `dec` and cut to the windows [N, 4]
+    (y, x, h, w) that `windows_of(kept, hw)` gives for the decodable samples `kept` (indices
+    in the batch) of sizes `hw`: (images, errors), as ImageDecoder.settle takes them. Our
+    engine (CPU or GPU) decodes only the window of each upright JPEG, its size known from its
+    header; the other files are decoded whole and cut in one call. `defer`: the hardware
+    decoder's share may be finished in the GPU stage (ImageDecoder.decode_windows)."""
+    data = dec.encoded(batch)
+    n = len(data)
+    hw = np.zeros((n, 2), np.int64)
+    direct = np.zeros(n, bool)  # decoded within the window only
+    if dec.decodes_windows:
+        head, batched = dec.batched_jpegs(data)
+        direct = batched & ((head["orientation"] == 1) | (not dec.orient))
+        hw[direct] = np.stack([head["height"], head["width"]], axis=1)[direct]
+    errors, images = {}, [None] * n
+    whole = np.flatnonzero(~direct)
+    if len(whole):
+        place(images, whole, dec.decode(data.subset(whole), errors, ctx))
+        errors = {int(whole[k]): e for k, e in errors.items()}
+        hw[whole] = [img.shape[:2] if img is not None else (0, 0) for img in (images[i] for i in whole)]
+    failed = np.zeros(n, bool)
+    failed[list(errors)] = True
+    kept = np.flatnonzero(~failed)
+    windows = np.zeros((n, 4), np.int64)
+    if len(kept):
+        windows[kept] = windows_of(kept.tolist(), hw[kept])
+    cut = kept[~direct[kept]]
+    if len(cut):
+        from ..kernels.geometry import gather_windows  # loads the extension on first use
+
+        crops = gather_windows([images[i] for i in cut], windows[cut])  # one call for these
+        if len(cut) == n and isinstance(crops, torch.Tensor):  # one window size: a dense batch
+            return crops, errors
+        place(images, cut, crops)
+    fused = kept[direct[kept]]
+    if len(fused):
+        whole_batch = _decode_windows(dec, batch, data, fused, windows[fused], images, errors, ctx, defer)
+        if whole_batch is not None:
+            return whole_batch, errors
+    return images, errors
+
+
+def _decode_windows(dec, batch, data, index, windows, images, errors, ctx, defer):
+    """Windows of the files `index` decoded by our engine into images[i]; a file it refuses
+    is decoded whole by torchvision (or fails there, in `errors`) and cut. The usual batch,
+    all of it decoded by the engine as it outputs it, is returned instead: one buffer, no
+    tensor per sample made here (see ImageDecoder.decode_windows)."""
+    as_is = len(index) == len(images) and dec.plain_rgb
+    decoded, refused = dec.decode_windows(data.subset(index), windows, ctx, batch if as_is and defer else None)
+    if as_is and not len(refused):
+        return decoded
+    decoded = dec.but_refused(decoded, refused)
+    if not dec.plain_rgb:
+        decoded = [None if img is None else dec.finish_rgb(img) for img in decoded]
+    place(images, index, decoded)
+    for k in refused.tolist():
+        i, (y, x, h, w) = int(index[k]), windows[k].tolist()
+        img = dec.decode_one(data.file(i), errors, i)  # whole, on the CPU
+        if img is not None:
+            dec.count(CPU_DECODER, 1)
+            images[i] = dec.on_device(img[y:y + h, x:x + w], ctx)
+    return None
+
+
+def decode_resized_crops(dec, rrc, batch, args, ctx):
+    """decoders.image (`dec`) followed by random_resized_crop (`rrc`, all its arguments
+    constant) as one step: each JPEG decoded only within its random window and the margin
+    that the resize filter reads around it, then resized. The same windows (from `rrc`'s
+    generator) and pixels as the two operators one after the other, up to rounding of the
+    filter's position (the window's offset in the decoded part differs)."""
+    rrc_args = Args(rrc, {})
+    drawn = {}
+
+    def regions(kept, hw):
+        windows = rrc.draw_windows(hw, rrc_args, rows=kept)
+        margin = rrc.margin(windows, rrc.size)
+        lo = np.maximum(0, windows[:, :2] - margin)
+        hi = np.minimum(hw, windows[:, :2] + windows[:, 2:] + margin)
+        drawn.update(kept=kept, windows=windows, regions=np.concatenate([lo, hi - lo], axis=1))
+        return drawn["regions"]
+
+    images, errors = decode_cut(dec, batch, regions, ctx, defer=False)
+    decoded = dec.settle(batch, images, errors, args, ctx)
+    if not len(decoded):
+        return decoded
+    rows = [k for k, i in enumerate(drawn["kept"]) if i not in errors]
+    lo = drawn["windows"][rows, :2] - drawn["regions"][rows, :2]
+    out = rrc.resize_windows(image_batch(rrc, decoded), lo, lo + drawn["windows"][rows, 2:], rrc_args,
+                             decoded.device)
+    out.source_info = decoded.source_info
+    return out
+
 
 @register("decoders.image_crop", devices=("cpu", "mixed"), inputs=(1, 1), aliases=("ImageDecoderCrop",),
           deprecated_args=DECODER_DEPRECATED_ARGS,

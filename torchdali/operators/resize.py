@@ -9,7 +9,7 @@ import torch
 from .. import types
 from ..schema import BOOL, DTYPE, FLOAT, FLOATS, INT, INTERP_TYPE, REQUIRED, STR, Arg, register
 from ..tensor_list import TensorList
-from .base import BatchSpec, Operator, RandomOperator
+from .base import Args, BatchSpec, Operator, RandomOperator
 from .images import image_batch, plan_images
 from .windows import random_crop_windows, round_half_away
 
@@ -274,17 +274,41 @@ class RandomResizedCrop(RandomOperator):
         if len(batch) == 0:
             return [batch]
         images = image_batch(self, batch)
-        n = len(images)
-        empty = (images.hw == 0).any(axis=1)
+        windows = self.draw_windows(images.hw, args)
+        return [self.resize_windows(images, windows[:, :2], windows[:, :2] + windows[:, 2:], args, batch.device)]
+
+    def draw_windows(self, hw, args, rows=None):
+        """The random windows [N, 4] (y, x, h, w) of images of sizes `hw` [N, 2], drawn from
+        this operator's generator; `rows`: the samples' indices in the batch, for errors."""
+        empty = (hw == 0).any(axis=1)
         if empty.any():
-            i = int(np.argmax(empty))
-            raise self.error(f"sample {i} is empty ({tuple(batch.sample(i).shape)})", ValueError, sample=i)
-        y, x, h, w = random_crop_windows(self.rng, images.hw, self.area, self.aspect, args["num_attempts"]).T
-        lo = np.stack([y, x], axis=1).astype(np.float32)
-        hi = np.stack([y + h, x + w], axis=1).astype(np.float32)
+            k = int(np.argmax(empty))
+            i = k if rows is None else int(rows[k])
+            raise self.error(f"sample {i} is empty ({tuple(hw[k])})", ValueError, sample=i)
+        return random_crop_windows(self.rng, hw, self.area, self.aspect, args["num_attempts"])
+
+    def resize_windows(self, images, lo, hi, args, device):
+        """The windows from `lo` to `hi` ([N, 2] (y, x)) of `images` (an ImageBatch) resized
+        to `size`, in one kernel call."""
+        n = len(images)
         out_dtype = _out_dtype(self, images.dtype, args["dtype"])
         sizes = np.broadcast_to(self.size, (n, 2))
-        return [resample(images, sizes, lo, hi, filters(args, n), args["antialias"], out_dtype, batch.device)]
+        return resample(images, sizes, lo.astype(np.float32), hi.astype(np.float32), filters(args, n),
+                        args["antialias"], out_dtype, device)
+
+    @property
+    def smooth(self):
+        """Whether its filters (constant arguments) are all smooth ones: nearest neighbour
+        picks a pixel by rounding, which an offset window may tip to the next one."""
+        return (filters(Args(self, {}), 1) != int(types.DALIInterpType.INTERP_NN)).all()
+
+    @staticmethod
+    def margin(windows, size):
+        """Pixels around each window [N, 4] that the resize to `size` may read: the widest
+        filter's reach (Lanczos3's 3 input pixels per output pixel when shrinking, 3 when
+        enlarging), and 2 for rounding; [N, 2] (rows, columns)."""
+        ratio = np.maximum(1.0, windows[:, 2:] / np.asarray(size, np.float64))
+        return np.ceil(3 * ratio).astype(np.int64) + 2
 
 
 def pair(v):
