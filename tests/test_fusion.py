@@ -33,14 +33,18 @@ def files(tmp_path_factory):
     return paths + [str(root / "rotated.jpg"), str(root / "picture.png")], str(root / "broken.jpg")
 
 
-def run(paths, fused, iterations=2, device="cpu", extra_output=False, on_error="raise", seed=11, **crop):
-    """`iterations` batches of decoders.image -> random_resized_crop over `paths`, with the
-    pair fused (where it may be) or not; the crops as NumPy batches."""
+def run(paths, fused, iterations=2, device="cpu", extra_output=False, on_error="raise", seed=11, flip=False,
+        **crop):
+    """`iterations` batches of decoders.image -> random_resized_crop (-> flip) over `paths`,
+    with the pair fused (where it may be) or not: the crops as NumPy batches, and whether it
+    was fused."""
     @pipeline_def(batch_size=len(paths), num_threads=2, device_id=None if device == "cpu" else 0, seed=seed)
     def pipe():
         jpegs, _ = fn.readers.file(files=list(paths))
         images = fn.decoders.image(jpegs, device=device, on_error=on_error)
         crops = fn.random_resized_crop(images, **{"size": (37, 53), **crop})
+        if flip:
+            crops = fn.flip(crops, horizontal=1)
         return (crops, images) if extra_output else crops
 
     with pytest.MonkeyPatch.context() as mp:
@@ -115,17 +119,34 @@ def test_a_checkpoint_resumes_the_fused_pair(files):
 
 
 @requires_cuda
-@pytest.mark.parametrize("crop", [dict(), dict(interp_type=types.INTERP_LANCZOS3, size=(160, 224))])
+@pytest.mark.parametrize("crop", [
+    dict(), dict(interp_type=types.INTERP_LANCZOS3, size=(160, 224)),
+    dict(flip=True),  # a GPU operator after it: the resize is finished in the GPU stage
+    dict(flip=True, dtype=types.FLOAT)])
 def test_the_mixed_pair_matches_the_two_operators_on_the_gpu(files, crop):
-    got, fused = run(files[0], True, device="mixed", **crop)
-    want, unfused = run(files[0], False, device="mixed", **crop)
+    got, fused = run(files[0], True, device="mixed", iterations=3, **crop)
+    want, unfused = run(files[0], False, device="mixed", iterations=3, **crop)
     assert fused and not unfused
     for g_batch, w_batch in zip(got, want):
         for g, w in zip(g_batch, w_batch):
             # Only the window (and margin) decoded: chroma upsampled from the window's own
             # samples, a level or two off at places (as decoders.image_crop on 'mixed').
-            diff = np.abs(g.astype(np.int64) - w)
-            assert g.shape == w.shape and diff.max() <= 4 and diff.mean() <= 0.25
+            diff = np.abs(g.astype(np.float64) - w)
+            assert g.shape == w.shape and g.dtype == w.dtype and diff.max() <= 4 and diff.mean() <= 0.25
+
+
+@requires_cuda
+def test_the_mixed_pair_leaves_the_hardware_share_to_the_gpu_stage(files):
+    @pipeline_def(batch_size=4, num_threads=2, device_id=0)
+    def pipe():
+        jpegs, _ = fn.readers.file(files=files[0])
+        return fn.flip(fn.random_resized_crop(fn.decoders.image(jpegs, device="mixed"), size=(31, 29)), horizontal=1)
+
+    p = pipe()
+    p.build()
+    (decoder,) = [s for s in p._executor.steps if s.node.schema.name == "decoders.image"]
+    assert decoder.finishes_later and decoder.stage == "mixed"
+    assert p.run()[0].as_tensor().shape == (4, 31, 29, 3)
 
 
 @requires_cuda

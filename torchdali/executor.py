@@ -41,6 +41,7 @@ class Step:
         self.inputs = [(x.source.id, x.index) for x in node.inputs]
         self.arg_inputs = {k: (x.source.id, x.index) for k, x in node.arg_inputs.items()}
         self.stage = node.device  # where it runs: its device's stage, or a fused partner's (fusion.py)
+        self.passes_on = False  # returns its input, which a fused partner made (fusion.py)
         self.finishes_later = False  # may leave its outputs to the GPU stage to finish (Executor)
 
 
@@ -132,7 +133,7 @@ class Executor:
         self.decode_stage = bool(self.mixed_steps) and bool(self.gpu_steps)
         # A mixed operator whose outputs only the GPU stage reads may leave them to be
         # finished there (RunContext.finish_later): the decode thread goes on meanwhile.
-        read_by_mixed = {k for s in self.mixed_steps for k in (*s.inputs, *s.arg_inputs.values())}
+        read_by_mixed = {k for s in self.mixed_steps if not s.passes_on for k in (*s.inputs, *s.arg_inputs.values())}
         for step in self.mixed_steps:
             outputs = [(step.node.id, i) for i in range(len(step.node.outputs))]
             step.finishes_later = (self.decode_stage and not step.node.in_branch

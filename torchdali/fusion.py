@@ -8,7 +8,8 @@ decoder's only reader, both run in one stage ('cpu' and 'cpu', or 'mixed' and 'g
 neither is inside a conditional branch, and the crop's arguments are constants, its filters
 not nearest neighbour (whose rounding an offset window may tip to the next pixel). The crop's
 step then passes the fused result on and moves to the decoder's stage, so that its random
-generator is saved with the stage that draws from it (checkpoints)."""
+generator is saved with the stage that draws from it (checkpoints); what it passes on may be
+finished in the GPU stage, as the decoder's output may (RunContext.finish_later)."""
 import collections
 
 from .operators.decoder_crops import decode_resized_crops
@@ -35,6 +36,7 @@ def fuse_steps(steps, outputs):
             continue
         decoder.run = _fused(decoder.impl, crop.impl)
         crop.run = _passed_on
+        crop.passes_on = True
         crop.stage = decoder.stage
 
 

@@ -7,9 +7,10 @@ import numpy as np
 import torch
 
 from ..schema import FLOAT, Arg, register
+from ..tensor_list import TensorList
 from .base import Args, RandomOperator
 from .crop import CROP_ARGS, Crop
-from .decoders import CPU_DECODER, DECODER_ARGS, DECODER_DEPRECATED_ARGS, ImageDecoder, place
+from .decoders import CPU_DECODER, DECODER_ARGS, DECODER_DEPRECATED_ARGS, ImageDecoder, cuda_device, place
 from .images import image_batch
 from .resize import RandomResizedCrop, pair
 from .slicing import SLICE_ARGS, SliceWindows
@@ -104,7 +105,8 @@ def decode_resized_crops(dec, rrc, batch, args, ctx):
     constant) as one step: each JPEG decoded only within its random window and the margin
     that the resize filter reads around it, then resized. The same windows (from `rrc`'s
     generator) and pixels as the two operators one after the other, up to rounding of the
-    filter's position (the window's offset in the decoded part differs)."""
+    filter's position (the window's offset in the decoded part differs). Where the hardware
+    decoder's share is left to the GPU stage, so is the resize, into the batch returned."""
     rrc_args = Args(rrc, {})
     drawn = {}
 
@@ -116,14 +118,25 @@ def decode_resized_crops(dec, rrc, batch, args, ctx):
         drawn.update(kept=kept, windows=windows, regions=np.concatenate([lo, hi - lo], axis=1))
         return drawn["regions"]
 
-    images, errors = decode_cut(dec, batch, regions, ctx, defer=False)
+    waiting = len(ctx.unfinished or ())
+    images, errors = decode_cut(dec, batch, regions, ctx)
     decoded = dec.settle(batch, images, errors, args, ctx)
     if not len(decoded):
         return decoded
     rows = [k for k, i in enumerate(drawn["kept"]) if i not in errors]
     lo = drawn["windows"][rows, :2] - drawn["regions"][rows, :2]
-    out = rrc.resize_windows(image_batch(rrc, decoded), lo, lo + drawn["windows"][rows, 2:], rrc_args,
-                             decoded.device)
+    hi = lo + drawn["windows"][rows, 2:]
+
+    def resized():
+        return rrc.resize_windows(image_batch(rrc, decoded), lo, hi, rrc_args, decoded.device)
+
+    if len(ctx.unfinished or ()) == waiting:
+        out = resized()
+    else:  # decode_cut left the hardware decoder's share (of the whole batch) to the GPU stage
+        dense = torch.empty((len(decoded), *rrc.size.tolist(), 3), device=cuda_device(ctx),
+                            dtype=rrc.output_dtype(torch.uint8, rrc_args))
+        ctx.finish_later(lambda c: dense.copy_(resized().dense_tensor()))
+        out = TensorList.make(dense, "HWC", device="gpu")
     out.source_info = decoded.source_info
     return out
 

@@ -291,10 +291,13 @@ class RandomResizedCrop(RandomOperator):
         """The windows from `lo` to `hi` ([N, 2] (y, x)) of `images` (an ImageBatch) resized
         to `size`, in one kernel call."""
         n = len(images)
-        out_dtype = _out_dtype(self, images.dtype, args["dtype"])
+        out_dtype = self.output_dtype(images.dtype, args)
         sizes = np.broadcast_to(self.size, (n, 2))
         return resample(images, sizes, lo.astype(np.float32), hi.astype(np.float32), filters(args, n),
                         args["antialias"], out_dtype, device)
+
+    def output_dtype(self, in_dtype, args):
+        return _out_dtype(self, in_dtype, args["dtype"])
 
     @property
     def smooth(self):
