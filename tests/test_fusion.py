@@ -146,7 +146,7 @@ def test_the_mixed_pair_leaves_the_hardware_share_to_the_gpu_stage(files):
     p.build()
     (decoder,) = [s for s in p._executor.steps if s.node.schema.name == "decoders.image"]
     assert decoder.finishes_later and decoder.stage == "mixed"
-    assert p.run()[0].as_tensor().shape == (4, 31, 29, 3)
+    assert p.run()[0].as_tensor().shape() == [4, 31, 29, 3]
 
 
 @requires_cuda
