@@ -171,6 +171,8 @@ def test_bad_arguments():
         fn.crop_mirror_normalize(fn.random.uniform(), std=[0.0])
     with pytest.raises(ValueError, match="argument 'crop' = .*must be positive"):
         fn.crop_mirror_normalize(fn.random.uniform(), crop=(-1, 4))
+    with pytest.raises(ValueError, match=r"sample 0: crop size \(inf, 4.0\) is not valid: sizes must be finite"):
+        run(torchdali, dict(crop=(float("inf"), 4)))
     with pytest.raises(ValueError, match="output_layout"):
         fn.crop_mirror_normalize(fn.random.uniform(), output_layout="WHC")
 

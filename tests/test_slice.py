@@ -306,6 +306,27 @@ def test_slice_bad_positional_inputs():
             start=[-1, 0], shape=[2, 1], out_of_bounds_policy="pad", fill_values=[1, 2])
 
 
+@pytest.mark.parametrize("start", [[2**53 + 1, 0], [2**60, 0], [-2**60, 0], [10**17 + 1, 0], [-2**63, 0],
+                                   [0, 2**53 + 1], [2**62, -2**62]])
+def test_slice_far_outside_keeps_the_requested_shape_padded(start):
+    """Integer coordinates past 2**53, where float64 sums round: the extent is the shape given
+    (DALI too), the pixels all padding."""
+    img = np.ones((4, 5, 3), np.uint8)
+    (out,) = run(torchdali, "slice", [img], start=start, shape=[5, 5], axis_names="WH", out_of_bounds_policy="pad")[0]
+    assert out.shape == (5, 5, 3) and not out.any()
+
+
+def test_slice_ending_at_the_int64_limit_and_beyond():
+    img = np.ones((4, 5, 3), np.uint8)
+    (out,) = run(torchdali, "slice", [img], start=[2**63 - 2048, 0], shape=[2047, 4], axis_names="WH",
+                 out_of_bounds_policy="pad")[0]
+    assert out.shape == (4, 2047, 3) and not out.any()
+    with pytest.raises(ValueError, match=r"slice.*sample 0: the slice \(anchor 9223372036854773760, shape 2048\) on "
+                                         r"axis 1 ends beyond the int64 range"):
+        run(torchdali, "slice", [img], start=[2**63 - 2048, 0], shape=[2048, 4], axis_names="WH",
+            out_of_bounds_policy="pad")
+
+
 def test_slice_argument_input_errors_name_the_first_sample():
     shapes = per_sample([(2, 2), (1, 1), (-1, 3), (-2, 1)], np.int32)
     with pytest.raises(ValueError, match=r"sample 2: argument 'shape' = \[-1, 3\] must be >= 0") as info:

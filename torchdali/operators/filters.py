@@ -46,6 +46,35 @@ def gaussian_windows(sigmas, sizes):
     return full[keep].astype(np.float32)
 
 
+def folded_windows(sigmas, sizes, extents):
+    """(weights, sizes) as gaussian_windows gives them for [N, k] sigmas and sizes, where a
+    window wider than its axis (size > 2 * extent - 1) is folded onto it. With reflect-101
+    borders an axis of extent n repeats every P = 2 (n - 1) pixels, so the weights of taps P
+    apart add up: P + 1 taps (the last one 0) do what the whole window does, whatever sigma
+    (a blur's cost would grow with it). Once sigma >= P the folded Gaussian is flat to float32
+    precision (Poisson summation: the ripple is exp(-2 pi^2 sigma^2 / P^2)): 1 / P each."""
+    weights, out_sizes = [], np.array(sizes, np.int64)
+    for (i, d), size in np.ndenumerate(out_sizes):
+        sigma, n = float(sigmas[i, d]), int(extents[i, d])
+        if size <= 2 * n - 1:
+            weights.append(gaussian_windows([sigma], [size]))
+            continue
+        period = 2 * (n - 1)
+        if period == 0:
+            folded = np.ones(1, np.float32)
+        elif sigma >= period:
+            folded = np.full(period + 1, 1 / period, np.float32)
+            folded[-1] = 0
+        else:  # the tail beyond 12 sigma is below float32's resolution of the sum
+            r = min((size - 1) // 2, int(np.ceil(12 * sigma)) + 1)
+            taps = (np.arange(-r, r + 1) + n - 1) % period  # the folded window's tap, 0..P-1
+            folded = np.bincount(taps, gaussian_windows([sigma], [2 * r + 1]).astype(np.float64),
+                                 minlength=period + 1).astype(np.float32)
+        weights.append(folded)
+        out_sizes[i, d] = len(folded)
+    return np.concatenate(weights), out_sizes
+
+
 def window_sizes_for(sigmas):
     """DALI's window size for each sigma: 2 * ceil(3 * sigma) + 1, in float32."""
     return 2 * np.ceil(np.asarray(sigmas, np.float32) * np.float32(3)).astype(np.int64) + 1
@@ -113,6 +142,12 @@ class GaussianBlur(Operator):
         first, count = spatial_axes(self, batch.layout(), ndim)
         out_dtype = self._out_dtype(args, images[0].dtype)
         sigmas, sizes = self._windows(args, n, count)  # [N, count], or [1, count] for the whole batch
+        extents = np.array([im.shape[first:first + count] for im in images], np.int64).reshape(n, count)
+        if (sizes > 2 * extents - 1).any():  # windows wider than their images: folded, per sample
+            sigmas, sizes = (np.broadcast_to(v, (n, count)) for v in (sigmas, sizes))
+            windows, sizes = folded_windows(sigmas, sizes, extents)
+            return [TensorList.make(separable_conv(images, torch.from_numpy(windows), sizes.ravel().tolist(), first,
+                                                   count, out_dtype), batch.layout(), device=batch.device)]
         windows = torch.from_numpy(gaussian_windows(sigmas.ravel(), sizes.ravel()))
         shared = len(sizes) == 1
         if shared and batch.is_dense_tensor():  # the batch as one sample with its N in `outer`

@@ -81,17 +81,23 @@ class SliceWindows:
         n, ndim = shapes.shape
         rows = np.arange(n) if rows is None else np.asarray(rows, np.int64)
         lo, hi = np.zeros((n, ndim)), shapes.astype(np.float64)
+        # The `shape` argument (integers) is the slice's extent as given, not the difference of
+        # two coordinates, which float64 rounds beyond 2**53 (DALI keeps it); NaN where the end
+        # decides.
+        size = np.full((n, ndim), np.nan)
         negative = np.zeros(n, bool)  # samples whose shape / rel_shape argument is below 0 (or NaN)
         given = [self._read(x, name) for x, name in zip(positional, ("anchor", "shape"))]
         for pos, axes in self._axis_groups(args, rows, ndim, layout):
             cells = np.ix_(pos, axes)
             if self.named:
-                lo[cells], hi[cells], negative[pos] = self._named(args, rows[pos], shapes[cells])
+                lo[cells], hi[cells], size[cells], negative[pos] = self._named(args, rows[pos], shapes[cells])
             else:
-                lo[cells], hi[cells] = self._positional(given, rows[pos], shapes[cells])
-        self._check(args, rows, lo, hi, negative)
+                lo[cells], hi[cells] = self._positional(given, rows[pos], shapes[cells])  # DALI rounds both ends
+        self._check(args, rows, lo, hi, size, negative)
         anchor = round_half_away(lo)
-        return apply_policy(self.op, anchor, round_half_away(hi) - anchor, shapes, policy, rows)
+        extent = np.where(np.isnan(size), round_half_away(hi) - anchor, round_half_away(np.nan_to_num(size)))
+        self._check_end(rows, anchor, extent)
+        return apply_policy(self.op, anchor, extent, shapes, policy, rows)
 
     def _axis_groups(self, args, rows, ndim, layout):
         """(positions, axes) pairs: the samples (positions in `rows`) whose coordinates refer
@@ -180,7 +186,8 @@ class SliceWindows:
         else:
             hi = ext.astype(np.float64)
         size = shape if shape is not None else rel_shape
-        return lo, hi, np.zeros(len(rows), bool) if size is None else ~(size >= 0).all(axis=1)
+        exact = shape if shape is not None and end is None and rel_end is None else np.full(ext.shape, np.nan)
+        return lo, hi, exact, np.zeros(len(rows), bool) if size is None else ~(size >= 0).all(axis=1)
 
     def _read(self, batch, name):
         """A positional input's batch, read once: float64 rows (an [N, k] array, or a list
@@ -211,12 +218,14 @@ class SliceWindows:
         # Normalized anchor and shape: DALI multiplies once, after the sum.
         return lo, np.where(norm_a & norm_s, (a + s) * ext, lo + np.where(norm_s, s * ext, s))
 
-    def _check(self, args, rows, lo, hi, negative):
+    def _check(self, args, rows, lo, hi, size, negative):
         """An error for the first sample with a negative shape argument, a coordinate that is
-        no int64, or a window that ends before it starts."""
+        no int64, or a window that ends before it starts (`size`: the given extents, NaN
+        where the end decides)."""
+        by_end = np.isnan(size)
         bad_lo = ~((lo >= -2.0 ** 63) & (lo < 2.0 ** 63))  # NaN too
-        bad_hi = ~((hi >= -2.0 ** 63) & (hi < 2.0 ** 63))
-        per_axis = bad_lo | bad_hi | (hi < lo)
+        bad_hi = by_end & ~((hi >= -2.0 ** 63) & (hi < 2.0 ** 63))
+        per_axis = bad_lo | bad_hi | (by_end & (hi < lo)) | (~by_end & ~(size < 2.0 ** 63))
         bad = negative | per_axis.any(axis=1)
         if not bad.any():
             return
@@ -233,6 +242,16 @@ class SliceWindows:
                                 ValueError, sample=i)
         raise self.op.error(f"sample {i}: the slice ends before it starts on axis {d} (start {lo[p, d]}, "
                             f"end {hi[p, d]})", ValueError, sample=i)
+
+
+    def _check_end(self, rows, anchor, extent):
+        """An error for the first sample whose slice ends beyond the int64 range."""
+        over = (anchor > 0) & (extent > np.iinfo(np.int64).max - anchor)
+        if over.any():
+            p, d = (int(x) for x in np.argwhere(over)[0])
+            i = int(rows[p])
+            raise self.op.error(f"sample {i}: the slice (anchor {anchor[p, d]}, shape {extent[p, d]}) on axis {d} "
+                                "ends beyond the int64 range", ValueError, sample=i)
 
 
 def apply_policy(op, anchor, shape, in_shape, policy, rows):

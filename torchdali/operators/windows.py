@@ -52,10 +52,11 @@ def crop_windows(op, hw, args, rounding="round"):
     none = (ch == 0) & (cw == 0)
     if none.all():
         return None
-    bad = (ch < 0) | (cw < 0) | np.isnan(ch) | np.isnan(cw)
+    bad = (ch < 0) | (cw < 0) | ~np.isfinite(ch) | ~np.isfinite(cw)
     if bad.any():
         i = int(np.argmax(bad))
-        raise op.error(f"sample {i}: crop size ({ch[i]}, {cw[i]}) is not valid", ValueError, sample=i)
+        raise op.error(f"sample {i}: crop size ({ch[i]}, {cw[i]}) is not valid: sizes must be finite and "
+                       ">= 0", ValueError, sample=i)
     h, w = hw[:, 0], hw[:, 1]
     ch = np.where(ch != 0, np.trunc(ch), h).astype(np.int64)
     cw = np.where(cw != 0, np.trunc(cw), w).astype(np.int64)
