@@ -288,6 +288,48 @@ def test_bad_file_error_names_operator_file_and_reason(files, bad_files, which):
         ("decoders.image", "decoder", 1, bad_files[which])
 
 
+def claims_too_many_pixels(tmp_path, files):
+    """A real JPEG whose frame header claims 60000 x 60000 pixels (10.8 GB decoded)."""
+    data = bytearray(read(files["baseline"]))
+    sof = data.find(b"\xff\xc0") + 5
+    data[sof:sof + 4] = (60000).to_bytes(2, "big") * 2
+    path = tmp_path / "bomb.jpg"
+    path.write_bytes(bytes(data))
+    return str(path)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("mixed", marks=requires_cuda)])
+@pytest.mark.parametrize("op, kwargs", [("image", {}), ("image_random_crop", {}), ("image_crop", dict(crop=(9, 9)))])
+def test_a_jpeg_claiming_too_many_pixels_is_refused_before_decoding(tmp_path, files, op, kwargs, device):
+    bomb = claims_too_many_pixels(tmp_path, files)
+
+    @pipeline_def(batch_size=2, num_threads=2, device_id=None if device == "cpu" else 0)
+    def pipe(on_error):
+        jpegs, _ = fn.readers.file(files=[files["baseline"], bomb])
+        return getattr(fn.decoders, op)(jpegs, device=device, on_error=on_error, **kwargs)
+
+    p = pipe("raise")
+    p.build()
+    with pytest.raises(RuntimeError, match=rf"cannot decode {re.escape(bomb)}: its JPEG header claims 60000 x 60000 "
+                                           r"pixels, more than the 1,073,741,824 allowed \(set TORCHDALI_MAX_IMAGE"):
+        p.run()
+    p = pipe("skip")
+    p.build()
+    with pytest.warns(UserWarning, match="skipped 1 undecodable"):
+        assert len(p.run()[0]) == 1
+    (backends,) = [s["decoder_backend"] for s in p.executor_statistics().values() if "decoder_backend" in s]
+    assert sum(int(n) for n in re.findall(r": (\d+)", backends)) == 1  # no decoder was given the file
+
+
+def test_the_pixel_limit_is_an_environment_variable(files, monkeypatch):
+    monkeypatch.setenv("TORCHDALI_MAX_IMAGE_PIXELS", "100")
+    with pytest.raises(RuntimeError, match="more than the 100 allowed"):
+        run_op([files["baseline"]])
+    monkeypatch.setenv("TORCHDALI_MAX_IMAGE_PIXELS", "lots")
+    with pytest.raises(ValueError, match="TORCHDALI_MAX_IMAGE_PIXELS='lots' must be a positive integer"):
+        run_op([files["baseline"]])
+
+
 def test_bad_file_without_source_info_names_the_sample(files):
     with pytest.raises(RuntimeError, match="cannot decode sample 1: not an image"):
         run_op(["a", "b"], data=[read(files["baseline"]), b"garbage"], names=False)

@@ -46,15 +46,16 @@ def decode_cut(dec, batch, windows_of, ctx, defer=True):
     n = len(data)
     hw = np.zeros((n, 2), np.int64)
     direct = np.zeros(n, bool)  # decoded within the window only
+    errors, images = {}, [None] * n
     if dec.decodes_windows:
-        head, batched = dec.batched_jpegs(data)
+        head, batched = dec.batched_jpegs(data, errors)
         direct = batched & ((head["orientation"] == 1) | (not dec.orient))
         hw[direct] = np.stack([head["height"], head["width"]], axis=1)[direct]
-    errors, images = {}, [None] * n
-    whole = np.flatnonzero(~direct)
+    whole = np.array([i for i in np.flatnonzero(~direct).tolist() if i not in errors], np.int64)
     if len(whole):
-        place(images, whole, dec.decode(data.subset(whole), errors, ctx))
-        errors = {int(whole[k]): e for k, e in errors.items()}
+        failed = {}
+        place(images, whole, dec.decode(data.subset(whole), failed, ctx))
+        errors.update({int(whole[k]): e for k, e in failed.items()})
         hw[whole] = [img.shape[:2] if img is not None else (0, 0) for img in (images[i] for i in whole)]
     failed = np.zeros(n, bool)
     failed[list(errors)] = True

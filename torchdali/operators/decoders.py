@@ -5,6 +5,7 @@ through torchvision's libjpeg-turbo/libpng/libwebp, Pillow for other formats) an
 else torchvision's batched nvJPEG)."""
 import collections
 import io
+import os
 import threading
 import warnings
 
@@ -31,6 +32,10 @@ except Exception:  # noqa: BLE001  (a broken torchvision install raises all sort
 _warned_no_torchvision = threading.Event()
 CPU_DECODER = "CPU, one image at a time (torchvision's libjpeg-turbo, libpng, libwebp; Pillow)"
 _JPEG_MAGIC = b"\xff\xd8\xff"
+# A JPEG whose header claims more pixels is refused before anything is allocated for it (a
+# few KB can claim 60000 x 60000, 10.8 GB decoded): OpenCV's limit, CV_IO_MAX_IMAGE_PIXELS.
+MAX_IMAGE_PIXELS_VARIABLE = "TORCHDALI_MAX_IMAGE_PIXELS"
+_DEFAULT_MAX_IMAGE_PIXELS = 1 << 30
 # What torchvision decodes well; GIF (animated: 4D) and the rest go to Pillow.
 _TV_FORMATS = (_JPEG_MAGIC, b"\x89PNG", b"RIFF")
 # DALI's decoder converts to these (FLOAT16, 64-bit and BOOL fail there).
@@ -271,8 +276,11 @@ class ImageDecoder(Operator):
         our engine's one buffer (a TensorList; see decode_windows)."""
         if self.spec.device == "mixed" or self.decodes_windows:
             return self._decode_batch(data, errors, ctx, batch)
+        from ..kernels.io import JPEG_FIELDS, jpeg_headers
+
         out = [None] * len(data)
-        self._decode_rest(data, list(range(len(data))), out, errors, ctx)
+        oversized = self._refuse_oversized(dict(zip(JPEG_FIELDS, jpeg_headers(data).numpy().T)), errors)
+        self._decode_rest(data, [i for i in range(len(data)) if i not in oversized], out, errors, ctx)
         return out
 
     def statistics(self):
@@ -325,17 +333,31 @@ class ImageDecoder(Operator):
             errors[i] = e
             return None
 
-    def batched_jpegs(self, data):
+    def batched_jpegs(self, data, errors=None):
         """The files' JPEG headers (JPEG_FIELDS -> one array each, one C++ call for the batch)
         and which files go to the batched decoder: JPEGs that end with their EOI marker
         (truncated ones go one by one to torchvision, for libjpeg's error) and, on the GPU
         with jpeg_fancy_upsampling, are not chroma subsampled. Other formats are decoded one
-        by one on the CPU."""
+        by one on the CPU. A JPEG whose header claims more than max_image_pixels() goes to
+        neither: with `errors`, its error is there."""
         from ..kernels.io import JPEG_FIELDS, jpeg_headers
 
         head = dict(zip(JPEG_FIELDS, jpeg_headers(data).numpy().T))
         fancy = self.spec.device == "mixed" and bool(self.spec.args["jpeg_fancy_upsampling"])
-        return head, (head["is_jpeg"] == 1) & (head["complete"] == 1) & ~((head["subsampled"] == 1) & fancy)
+        batched = (head["is_jpeg"] == 1) & (head["complete"] == 1) & ~((head["subsampled"] == 1) & fancy)
+        if errors is not None:
+            batched[self._refuse_oversized(head, errors)] = False
+        return head, batched
+
+    @staticmethod
+    def _refuse_oversized(head, errors):
+        """The JPEGs whose headers claim more than max_image_pixels(), with their errors."""
+        limit = max_image_pixels()
+        over = np.flatnonzero((head["is_jpeg"] == 1) & (head["height"] * head["width"] > limit)).tolist()
+        for i in over:
+            errors[i] = ValueError(f"its JPEG header claims {head['width'][i]} x {head['height'][i]} pixels, "
+                                   f"more than the {limit:,} allowed (set {MAX_IMAGE_PIXELS_VARIABLE} to allow more)")
+        return over
 
     @property
     def decodes_windows(self):
@@ -346,7 +368,9 @@ class ImageDecoder(Operator):
     def _decode_batch(self, data, errors, ctx, batch=None):
         """decode() with the JPEGs decoded in one batched call (batched_jpegs)."""
         out = [None] * len(data)
-        head, batched = self.batched_jpegs(data)
+        oversized = {}
+        head, batched = self.batched_jpegs(data, oversized)
+        errors.update(oversized)
         index = np.flatnonzero(batched)
         if len(index):
             sizes = np.stack([head["height"], head["width"]], axis=1)[index]
@@ -360,7 +384,7 @@ class ImageDecoder(Operator):
                     decoded[k] = self.finish_rgb(decoded[k], int(orientation[k]))
             place(out, index, decoded)
             batched[index[refused]] = False
-        self._decode_rest(data, np.flatnonzero(~batched).tolist(), out, errors, ctx)
+        self._decode_rest(data, [i for i in np.flatnonzero(~batched).tolist() if i not in oversized], out, errors, ctx)
         return out
 
     def _decode_rest(self, data, rest, out, errors, ctx):
@@ -487,6 +511,20 @@ def place(out, index, values):
     else:
         for i, v in zip(index.tolist(), values):
             out[i] = v
+
+
+def max_image_pixels():
+    """The most pixels a JPEG's header may claim: $TORCHDALI_MAX_IMAGE_PIXELS, else 2**30."""
+    text = os.environ.get(MAX_IMAGE_PIXELS_VARIABLE)
+    if text is None:
+        return _DEFAULT_MAX_IMAGE_PIXELS
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"the environment variable {MAX_IMAGE_PIXELS_VARIABLE}={text!r} must be a positive integer")
+    return value
 
 
 def cuda_device(ctx):
