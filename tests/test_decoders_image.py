@@ -303,7 +303,9 @@ def claims_too_many_pixels(tmp_path, files):
 def test_a_jpeg_claiming_too_many_pixels_is_refused_before_decoding(tmp_path, files, op, kwargs, device):
     bomb = claims_too_many_pixels(tmp_path, files)
 
-    @pipeline_def(batch_size=2, num_threads=2, device_id=None if device == "cpu" else 0)
+    # Not run ahead: the statistics below count one iteration's decoding.
+    @pipeline_def(batch_size=2, num_threads=2, device_id=None if device == "cpu" else 0, exec_async=False,
+                  exec_pipelined=False)
     def pipe(on_error):
         jpegs, _ = fn.readers.file(files=[files["baseline"], bomb])
         return getattr(fn.decoders, op)(jpegs, device=device, on_error=on_error, **kwargs)
