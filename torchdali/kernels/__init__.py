@@ -19,8 +19,12 @@ def load_extension():
 
 def request_cpu_threads(n):
     """The C++ kernels share batches out over at least `n` threads from now on (their own
-    pool, csrc/parallel.h, not torch's intra-op threads); returns the pool's size."""
-    load_extension()
+    pool, csrc/parallel.h, not torch's intra-op threads); returns the pool's size, or None
+    where the extension is not built (no kernels to give threads to)."""
+    try:
+        load_extension()
+    except ImportError:
+        return None
     torch.ops.torchdali.request_cpu_threads(n)
     return torch.ops.torchdali.cpu_threads()
 
