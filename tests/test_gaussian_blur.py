@@ -200,6 +200,7 @@ IMG = [np.zeros((5, 6, 3), np.uint8)]
 @pytest.mark.parametrize("kwargs, match", [
     (dict(sigma=-1.0), "gaussian_blur: argument 'sigma' = \\[-1.0\\]: must be >= 0"),
     (dict(sigma=float("nan")), "argument 'sigma' = \\[nan\\]: must be >= 0"),
+    (dict(sigma=float("inf")), "argument 'sigma' = \\[inf\\]: must be >= 0 and finite"),
     (dict(window_size=4), "argument 'window_size' = \\[4\\]: must be odd"),
     (dict(window_size=-3), "argument 'window_size' = \\[-3\\]: must be odd"),
     (dict(dtype=types.FLOAT64), None),

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import torchdali
-from torchdali import types
+from torchdali import fn, types
 
 from conftest import as_numpy_batch, assert_one_buffer, dali_or_skip, requires_cuda
 
@@ -193,6 +193,17 @@ def test_random_resized_crop_deterministic_and_shapes():
 def test_random_resized_crop_bad_arguments(kwargs):
     with pytest.raises(ValueError, match="random_resized_crop"):
         run(torchdali, kwargs, op="random_resized_crop")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(random_aspect_ratio=[0.5, float("inf")]), r"'random_aspect_ratio' = \[0.5, inf\]: must be finite"),
+    (dict(random_area=[0.5, float("nan")]), r"'random_area' = \[0.5, nan\]: must be finite"),
+    (dict(random_aspect_ratio=[0.0, 2.0]), r"'random_aspect_ratio' = \[0.0, 2.0\]: must be > 0")])
+def test_random_resized_crop_ranges_must_be_drawable(kwargs, message):
+    """A ratio is drawn on a log scale, a range uniformly: an infinite bound, or a ratio of 0,
+    is refused where the graph is defined, not with an OverflowError in the draw."""
+    with pytest.raises(ValueError, match="random_resized_crop: argument " + message):
+        fn.random_resized_crop(fn.random.uniform(shape=[4, 4, 3]), size=[4], **kwargs)
 
 
 @pytest.mark.parametrize("kwargs", [dict(random_area=[0.08, 1.25]), dict(random_area=0.5),

@@ -5,6 +5,8 @@ DALI's rules are kept: the window size from sigma is 2 * ceil(3 * sigma) + 1, si
 window size is (radius - 1) * 0.3 + 0.8 (OpenCV's rule); the weights are DALI's
 float32 Gaussian normalized to sum 1; borders reflect-101; channels (first or last) and
 frames (a leading F) are not blurred across."""
+import math
+
 import numpy as np
 import torch
 
@@ -18,7 +20,7 @@ _DTYPES = (torch.uint8, torch.float16, torch.float32)
 
 
 def _sigma_ok(v):
-    return None if all(s >= 0 for s in v) else "must be >= 0 (and not NaN)"
+    return None if all(0 <= s < math.inf for s in v) else "must be >= 0 and finite"
 
 
 def _window_ok(v):

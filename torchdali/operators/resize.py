@@ -234,10 +234,18 @@ class Resize(Operator):
 
 
 def _single_or_pair(v):
-    """DALI's rule for a range argument: one value (repeated) or [min, max] with min <= max."""
+    """DALI's rule for a range argument: one value (repeated) or [min, max] with min <= max;
+    finite (an infinite bound has no uniform draw)."""
     if len(v) not in (1, 2):
         return "must be one value or two values [min, max]"
+    if not all(math.isfinite(x) for x in v):
+        return "must be finite"
     return None if v[0] <= v[-1] else "must be [min, max] with min <= max (an empty range)"
+
+
+def _positive_range(v):
+    """A range of ratios, drawn on a log scale: also above 0."""
+    return _single_or_pair(v) or (None if v[0] > 0 else "must be > 0")
 
 
 @register("random_resized_crop", devices=("cpu", "gpu"), inputs=(1, 1), aliases=("RandomResizedCrop",),
@@ -247,7 +255,7 @@ def _single_or_pair(v):
               Arg("random_area", FLOATS, [0.08, 1.0], "Range of the crop's area as a fraction of the image's.",
                   check=_single_or_pair),
               Arg("random_aspect_ratio", FLOATS, [3.0 / 4.0, 4.0 / 3.0], "Range of the crop's width / height.",
-                  check=_single_or_pair),
+                  check=_positive_range),
               Arg("num_attempts", INT, 10, "Tries to find a window before DALI's fallback.",
                   check=lambda v: None if v > 0 else "must be positive"),
           ])
