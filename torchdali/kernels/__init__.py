@@ -1,9 +1,11 @@
 """The compiled torch ops of torchdali (`torch.ops.torchdali.*`): one module per kernel
 family, each with thin Python functions and, beside them, the fake kernels that let
 `torch.compile` trace the ops. Importing a module loads the extension `torchdali._C`."""
+import functools
 import importlib
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 
 
 def load_extension():
@@ -27,6 +29,26 @@ def request_cpu_threads(n):
         return None
     torch.ops.torchdali.request_cpu_threads(n)
     return torch.ops.torchdali.cpu_threads()
+
+
+def register_fake(op):
+    """torch.library.register_fake for torchdali's op `op`, refusing a call that mixes
+    tensors on the 'meta' device with real ones: the dispatcher then runs the fake kernel
+    on the real data and returns uninitialised memory. All-meta calls (shape inference) and
+    torch.compile's fake tensors pass."""
+    def wrap(fake):
+        @functools.wraps(fake)
+        def checked(*args, **kwargs):
+            tensors = [t for a in (*args, *kwargs.values()) for t in (a if isinstance(a, (list, tuple)) else [a])
+                       if isinstance(t, torch.Tensor)]
+            meta = [t.device.type == "meta" for t in tensors]
+            if any(meta) and not all(meta) and not any(isinstance(t, FakeTensor) for t in tensors):
+                real = sorted({str(t.device) for t, m in zip(tensors, meta) if not m})
+                raise ValueError(f"{op.split('::')[-1]}: tensors on the 'meta' device mixed with tensors on "
+                                 f"{', '.join(real)}; a meta tensor holds no values to compute with")
+            return fake(*args, **kwargs)
+        return torch.library.register_fake(op)(checked)
+    return wrap
 
 
 MAX_DIMS = 8  # the kernels' limit on a sample's number of dims (csrc: kMaxDims)

@@ -4,7 +4,7 @@ from typing import List, Union
 
 import torch
 
-from . import load_extension
+from . import load_extension, register_fake
 
 load_extension()
 
@@ -53,14 +53,14 @@ def _check_color(images, matrices, offsets, out_dtype):
                       lambda: f"color_transform: unsupported `out_dtype` {out_dtype}")
 
 
-@torch.library.register_fake("torchdali::color_transform")
+@register_fake("torchdali::color_transform")
 def _color_transform_fake(images, matrices, offsets, out_dtype):
     _check_color(images, matrices, offsets, out_dtype)
     return [torch.empty_like(im, dtype=out_dtype, memory_format=torch.contiguous_format)
             for im in images]
 
 
-@torch.library.register_fake("torchdali::color_transform.dense")
+@register_fake("torchdali::color_transform.dense")
 def _color_transform_dense_fake(images, matrices, offsets, out_dtype):
     torch._check_value(images.dim() >= 1, lambda: (
         "color_transform: a dense batch needs a leading batch dimension, got shape "

@@ -4,7 +4,7 @@ from typing import List, Union
 
 import torch
 
-from . import load_extension
+from . import load_extension, register_fake
 
 load_extension()
 
@@ -40,7 +40,7 @@ def crop_mirror_normalize(images: Union[List[torch.Tensor], torch.Tensor], ancho
         out_channels, scale, shift, fill, in_chw)
 
 
-@torch.library.register_fake("torchdali::crop_mirror_normalize")
+@register_fake("torchdali::crop_mirror_normalize")
 def _crop_mirror_normalize_fake(images, anchors, mirror, mean, inv_std, crop_h, crop_w,
                                 out_dtype, out_chw, out_channels, scale, shift, fill,
                                 in_chw=False):
@@ -74,7 +74,7 @@ def _crop_mirror_normalize_fake(images, anchors, mirror, mean, inv_std, crop_h, 
     return images[0].new_empty(shape, dtype=out_dtype)
 
 
-@torch.library.register_fake("torchdali::crop_mirror_normalize.dense_in")
+@register_fake("torchdali::crop_mirror_normalize.dense_in")
 def _crop_mirror_normalize_dense_in_fake(images, *args, **kwargs):
     torch._check_value(images.dim() >= 1, lambda: (
         "crop_mirror_normalize: a dense batch of `images` needs a leading batch dimension"))

@@ -6,7 +6,7 @@ from typing import List, Sequence, Union
 import numpy as np
 import torch
 
-from . import check_samples, load_extension
+from . import check_samples, load_extension, register_fake
 from .pack import batch_views
 
 load_extension()
@@ -56,13 +56,13 @@ def _check_flip(images, horizontal, vertical, height_dim):
             f"flip: `{name}` must have shape [{n}] (one flag per sample), got {tuple(t.shape)}"))
 
 
-@torch.library.register_fake("torchdali::flip")
+@register_fake("torchdali::flip")
 def _flip_fake(images, horizontal, vertical, height_dim=0):
     _check_flip(images, horizontal, vertical, height_dim)
     return [torch.empty_like(im, memory_format=torch.contiguous_format) for im in images]
 
 
-@torch.library.register_fake("torchdali::flip.dense")
+@register_fake("torchdali::flip.dense")
 def _flip_dense_fake(images, horizontal, vertical, height_dim=0):
     torch._check_value(images.dim() >= 1, lambda: (
         f"flip: a dense batch needs a leading batch dimension, got shape {tuple(images.shape)}"))
@@ -70,7 +70,7 @@ def _flip_dense_fake(images, horizontal, vertical, height_dim=0):
     return torch.empty_like(images, memory_format=torch.contiguous_format)
 
 
-@torch.library.register_fake("torchdali::transpose")
+@register_fake("torchdali::transpose")
 def _transpose_fake(images, perm):
     _check_images("transpose", images, 1)
     ndim = images[0].dim()
@@ -79,7 +79,7 @@ def _transpose_fake(images, perm):
     return [im.new_empty([im.shape[p] for p in perm]) for im in images]
 
 
-@torch.library.register_fake("torchdali::gather_windows")
+@register_fake("torchdali::gather_windows")
 def _gather_windows_fake(images, windows):
     _check_images("gather_windows", images, 2)
     n = len(images)

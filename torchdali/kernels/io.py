@@ -6,7 +6,7 @@ from typing import List, Union
 import numpy as np
 import torch
 
-from . import load_extension
+from . import load_extension, register_fake
 
 load_extension()
 
@@ -95,7 +95,7 @@ def _is_utf8(text):
         return False
 
 
-@torch.library.register_fake("torchdali::read_files")
+@register_fake("torchdali::read_files")
 def _read_files_fake(paths):
     ctx = torch.library.get_ctx()
     return torch.empty(ctx.new_dynamic_size(), dtype=torch.uint8), torch.empty(len(paths), dtype=torch.int64)
@@ -111,6 +111,6 @@ def jpeg_headers(files: Union[EncodedFiles, List[torch.Tensor]]) -> torch.Tensor
     return torch.ops.torchdali.jpeg_headers.default(files.data, files.spans)
 
 
-@torch.library.register_fake("torchdali::jpeg_headers")
+@register_fake("torchdali::jpeg_headers")
 def _jpeg_headers_fake(data, spans):
     return torch.empty((spans.shape[0], len(JPEG_FIELDS)), dtype=torch.int64)

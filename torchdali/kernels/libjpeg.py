@@ -6,7 +6,7 @@ from typing import List, Optional, Tuple, Union
 
 import torch
 
-from . import load_extension
+from . import load_extension, register_fake
 from .io import EncodedFiles
 
 load_extension()
@@ -48,7 +48,7 @@ def window_bytes(windows: torch.Tensor) -> int:
     return int((windows[:, 2] * windows[:, 3]).sum()) * 3
 
 
-@torch.library.register_fake("torchdali::decode_jpegs_cpu")
+@register_fake("torchdali::decode_jpegs_cpu")
 def _decode_jpegs_cpu_fake(data, spans, windows, fast_idct, threads, out):
     torch._check_value(windows.dim() == 2 and windows.shape[1] == 4 and windows.shape[0] == spans.shape[0],
                        lambda: "decode_jpegs_cpu: `windows` must be [N, 4] (y, x, h, w), one row per image")

@@ -4,7 +4,7 @@ from typing import List
 
 import torch
 
-from . import MAX_DIMS as _MAX_DIMS, load_extension
+from . import MAX_DIMS as _MAX_DIMS, load_extension, register_fake
 
 load_extension()
 
@@ -39,7 +39,7 @@ def _check_params(name, params, images):
             f"shape {tuple(im.shape)} (each extent must be 1 or the sample's)"))
 
 
-@torch.library.register_fake("torchdali::normalize")
+@register_fake("torchdali::normalize")
 def _normalize_fake(images, mean, inv_std, shift, out_dtype):
     torch._check_value(len(images) > 0, lambda: "normalize: `images` must hold at least one sample")
     first = images[0]

@@ -6,7 +6,7 @@ from typing import List, Tuple, Union
 
 import torch
 
-from . import load_extension
+from . import load_extension, register_fake
 from .io import EncodedFiles
 
 load_extension()
@@ -64,7 +64,7 @@ def has_hardware_decoder(device: torch.device) -> bool:
     return torch.ops.torchdali.jpeg_hardware_decoder.default(torch.device(device))
 
 
-@torch.library.register_fake("torchdali::decode_jpegs")
+@register_fake("torchdali::decode_jpegs")
 def _decode_jpegs_fake(data, spans, windows, hw_load, device):
     torch._check_value(windows.dim() == 2 and windows.shape[1] == 4 and windows.shape[0] == spans.shape[0],
                        lambda: "decode_jpegs: `windows` must be [N, 4] (y, x, h, w), one row per image")

@@ -7,7 +7,7 @@ from typing import List, Optional, Tuple, Union
 import numpy as np
 import torch
 
-from . import load_extension
+from . import load_extension, register_fake
 
 _C = load_extension()
 
@@ -24,7 +24,7 @@ def pack(samples: List[torch.Tensor], pin_memory: bool = False) -> Tuple[torch.T
     return torch.ops.torchdali.pack.default(list(samples), pin_memory)
 
 
-@torch.library.register_fake("torchdali::pack")
+@register_fake("torchdali::pack")
 def _pack_fake(samples, pin_memory=False):
     torch._check_value(len(samples) > 0, lambda: "pack: `samples` must hold at least one tensor")
     ndim = samples[0].dim()

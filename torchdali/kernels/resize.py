@@ -4,7 +4,7 @@ from typing import List, Sequence, Union
 
 import torch
 
-from . import load_extension
+from . import load_extension, register_fake
 
 load_extension()
 
@@ -68,13 +68,13 @@ def _check(images, out_sizes, rois, interp, out_dtype, chw):
     return shapes
 
 
-@torch.library.register_fake("torchdali::resize")
+@register_fake("torchdali::resize")
 def _resize_fake(images, out_sizes, rois, interp, antialias, out_dtype, chw=False):
     shapes = _check(images, out_sizes, rois, interp, out_dtype, chw)
     return [im.new_empty(s, dtype=out_dtype) for im, s in zip(images, shapes)]
 
 
-@torch.library.register_fake("torchdali::resize.dense")
+@register_fake("torchdali::resize.dense")
 def _resize_dense_fake(images, out_sizes, rois, interp, antialias, out_dtype, chw=False):
     shapes = _check(images, out_sizes, rois, interp, out_dtype, chw)
     for i, s in enumerate(shapes):
@@ -84,7 +84,7 @@ def _resize_dense_fake(images, out_sizes, rois, interp, antialias, out_dtype, ch
     return images[0].new_empty((len(images),) + shapes[0], dtype=out_dtype)
 
 
-@torch.library.register_fake("torchdali::resize.dense_in")
+@register_fake("torchdali::resize.dense_in")
 def _resize_dense_in_fake(images, out_sizes, rois, interp, antialias, out_dtype, chw=False):
     torch._check_value(images.dim() >= 1, lambda: "resize: a dense batch of `images` needs a leading batch dimension")
     return _resize_dense_fake(list(images.unbind(0)), out_sizes, rois, interp, antialias, out_dtype, chw)

@@ -4,7 +4,7 @@ from typing import List, Sequence
 
 import torch
 
-from . import check_samples, load_extension
+from . import check_samples, load_extension, register_fake
 
 load_extension()
 
@@ -31,7 +31,7 @@ def separable_conv(images: List[torch.Tensor], windows: torch.Tensor, window_siz
         images, windows, [int(w) for w in window_sizes], first_axis, num_axes, out_dtype)
 
 
-@torch.library.register_fake("torchdali::separable_conv")
+@register_fake("torchdali::separable_conv")
 def _separable_conv_fake(images, windows, window_sizes, first_axis, num_axes, out_dtype):
     op = "separable_conv"
     torch._check_value(first_axis >= 0, lambda: f"{op}: `first_axis` must be >= 0, got {first_axis}")

@@ -4,7 +4,7 @@ from typing import List, Optional, Sequence, Union
 
 import torch
 
-from . import load_extension
+from . import load_extension, register_fake
 
 load_extension()
 
@@ -65,13 +65,13 @@ def _out_shapes(images, matrices, out_sizes, interp, fill, out_dtype, chw):
     return shapes
 
 
-@torch.library.register_fake("torchdali::warp_affine")
+@register_fake("torchdali::warp_affine")
 def _warp_affine_fake(images, matrices, out_sizes, interp, fill, out_dtype, chw=False):
     shapes = _out_shapes(images, matrices, out_sizes, interp, fill, out_dtype, chw)
     return [images[0].new_empty(s, dtype=out_dtype) for s in shapes]
 
 
-@torch.library.register_fake("torchdali::warp_affine.dense")
+@register_fake("torchdali::warp_affine.dense")
 def _warp_affine_dense_fake(images, matrices, out_sizes, interp, fill, out_dtype, chw=False):
     shapes = _out_shapes(images, matrices, out_sizes, interp, fill, out_dtype, chw)
     for i, s in enumerate(shapes):
