@@ -384,7 +384,8 @@ def test_pipeline_error_names_the_file_and_the_pipeline_survives(files, bad_file
 def test_pipeline_skip_drops_the_sample_from_every_output(files, bad_files, cpu_jpeg_decoder):
     paths = [files["baseline"], bad_files["empty"], files["gray"], bad_files["text"]]
 
-    @pipeline_def(batch_size=4, num_threads=2, device_id=None)
+    # Not run ahead: the statistics below count two iterations' decoding.
+    @pipeline_def(batch_size=4, num_threads=2, device_id=None, exec_async=False, exec_pipelined=False)
     def pipe():
         jpegs, labels = fn.readers.file(files=paths, labels=[10, 11, 12, 13])
         return fn.decoders.image(jpegs, on_error="skip"), labels, jpegs
@@ -501,7 +502,8 @@ def test_mixed_bad_file_names_file(files, bad_files, which):
 def test_mixed_pipeline(files):
     paths = [files[k] for k in ("baseline", "png_rgba", "exif6")]
 
-    @pipeline_def(batch_size=3, num_threads=2, device_id=0)
+    # Not run ahead: the statistics below count one iteration's decoding.
+    @pipeline_def(batch_size=3, num_threads=2, device_id=0, exec_async=False, exec_pipelined=False)
     def pipe():
         jpegs, labels = fn.readers.file(files=paths)
         return fn.decoders.image(jpegs, device="mixed"), labels
