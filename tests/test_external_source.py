@@ -157,6 +157,19 @@ def test_declared_dtype_ndim_and_layout_are_checked():
     assert out.layout() == "HWC"
 
 
+def test_a_batch_has_one_type_and_one_number_of_dims():
+    """As in DALI: mixed samples are an error naming the first one unlike sample 0 (they were
+    passed on under sample 0's type)."""
+    with pytest.raises(TypeError, match="output 0 sample 2 has type DALIDataType.FLOAT, sample 0 DALIDataType.UINT8: "
+                                        "the samples of a batch must have one type"):
+        build(lambda: [np.zeros(2, np.uint8), np.ones(2, np.uint8), np.zeros(2, np.float32)]).run()
+    with pytest.raises(ValueError, match="output 0 sample 1 has 3 dimensions, sample 0 2: the samples of a batch must "
+                                         "have one number of dimensions"):
+        build(lambda: [np.zeros((2, 2)), np.zeros((2, 2, 1)), np.zeros((2, 2))]).run()
+    (out,) = build(lambda: [np.zeros((2, 2)), np.zeros((3, 1)), np.zeros((1, 4))]).run()  # shapes may differ
+    assert out.shape() == [[2, 2], [3, 1], [1, 4]]
+
+
 def test_batch_larger_than_batch_size_is_an_error():
     with pytest.raises(ValueError, match="4 samples, more than the pipeline's batch_size 3"):
         build(lambda: np.zeros((4, 1))).run()

@@ -236,6 +236,8 @@ class ExternalSource(Operator):
             samples = conv.samples
             kinds = _kinds(samples)
             self._check(k, samples, kinds, conv.layout)
+            if len({(dtype, ndim) for dtype, ndim, _ in kinds}) > 1:
+                self._mixed(k, samples)
             if self.spec.device == "gpu":
                 samples = samples.to(ctx.cuda_device, non_blocking=True) if isinstance(samples, torch.Tensor) \
                     else [s.to(ctx.cuda_device, non_blocking=True) for s in samples]
@@ -270,6 +272,19 @@ class ExternalSource(Operator):
             if layout and len(layout) != sample_ndim:
                 raise self.error(f"layout '{layout}' does not "
                                  f"match sample {i} with {sample_ndim} dimensions", ValueError)
+
+    def _mixed(self, k, samples):
+        """The error for a batch whose samples differ in type or number of dims (as in
+        DALI: a batch has one of each), naming the first sample unlike sample 0."""
+        first = samples[0]
+        for i, s in enumerate(samples):
+            if s.dtype != first.dtype:
+                raise self.error(f"output {k} sample {i} has type {types.to_dali_type(s.dtype)}, sample 0 "
+                                 f"{types.to_dali_type(first.dtype)}: the samples of a batch must have one type",
+                                 TypeError)
+            if s.dim() != first.dim():
+                raise self.error(f"output {k} sample {i} has {s.dim()} dimensions, sample 0 {first.dim()}: the "
+                                 "samples of a batch must have one number of dimensions", ValueError)
 
     @staticmethod
     def _fits(sample_dtype, sample_ndim, dtype, ndim, layout):
