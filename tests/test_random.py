@@ -59,11 +59,11 @@ def test_choice_of_int_values_and_probabilities():
 
 def test_shape_like_input():
     def make(fn):
-        x = fn.external_source(lambda: [np.zeros((2, 3)), np.zeros((4,))], batch=True)
+        x = fn.external_source(lambda: [np.zeros((2, 3)), np.zeros((4, 1))], batch=True)
         return fn.random.uniform(x)
 
     (u,) = run_one(make, batch_size=2)
-    assert u.shape() == [[2, 3], [4]]
+    assert u.shape() == [[2, 3], [4, 1]]
 
 
 def test_per_sample_range_argument_input():
