@@ -211,4 +211,5 @@ def run_system(system, stage, data, settings, progress, ranks):
         row.update(peaks.stop())
         if gpu:
             row["gpu_torch_peak_mib"] = round(torch.cuda.max_memory_allocated() / MIB, 1)
+            row["gpu_torch_reserved_peak_mib"] = round(torch.cuda.max_memory_reserved() / MIB, 1)
     return row

@@ -83,5 +83,6 @@ def merge_rows(rows):
         "cpu_cores_used": None if first["cpu_cores_used"] is None else round(sum(r["cpu_cores_used"] for r in rows), 2),
         "host_cpu_busy": first["host_cpu_busy"],
         "setup_s": largest("setup_s"), "gpu_mib": largest("gpu_mib"), "gpu_torch_peak_mib": largest("gpu_torch_peak_mib"),
+        "gpu_torch_reserved_peak_mib": largest("gpu_torch_reserved_peak_mib"),
         "host_mib": total("host_mib"), "host_start_mib": total("host_start_mib")})
     return merged
