@@ -1,13 +1,14 @@
 """Parallel external_source: worker processes give exactly the non-parallel run's batches;
 errors, dead workers and CUDA-before-fork give clear errors; nothing leaks."""
 import ctypes
+import faulthandler
 import gc
 import multiprocessing
 import os
 import signal
-import sys
 import time
 import traceback
+import warnings
 
 import numpy as np
 import pytest
@@ -413,7 +414,7 @@ def test_source_error_names_the_sample_with_its_traceback_and_reset_recovers(cas
     with pytest.raises(RuntimeError) as info:
         pipe.run()
     text = str(info.value)
-    assert "external_source ('" in text and f"the source raised ValueError: bad " in text
+    assert "external_source ('" in text and "the source raised ValueError: bad " in text
     assert f"for {where}" in text
     assert isinstance(info.value.__cause__, ValueError)
     # The source's own frames: in the message (from a worker) or in the chained exception.
@@ -435,32 +436,107 @@ def die_by_sigkill(info):
 
 def die_by_segfault(info):
     if info.iteration == 1:
+        faulthandler.disable()  # quiet: no "Fatal Python error" dump in the suite's log
         ctypes.string_at(0)
     return np.int32([0])
 
 
 def die_by_abort(info):
     if info.iteration == 1:
+        faulthandler.disable()
         os.abort()
     return np.int32([0])
 
 
 @pytest.mark.parametrize("source,cause", [(die_by_sigkill, "SIGKILL"), (die_by_segfault, "SIGSEGV"),
                                           (die_by_abort, "SIGABRT")])
-def test_dead_worker_is_an_error_naming_it_never_a_hang(source, cause):
+def test_a_source_that_kills_its_worker_is_an_error_naming_it_then_reset_goes_on(source, cause):
+    """The worker is replaced and the samples computed again; when that kills the new worker
+    too, the batch is an error naming the worker, the signal and the samples, and reset()
+    goes on with new workers."""
     pipe = make(source, True, workers=2)
     pipe.run()
     start = time.time()
-    with pytest.raises(RuntimeError, match=rf"Python worker \d \(pid \d+\) was killed by {cause}"):
-        pipe.run()
+    with pytest.warns(RuntimeWarning, match=rf"Python worker \d \(pid \d+\) was killed by {cause}.*; a new worker "
+                                            r"\(pid \d+\) took its place"):
+        with pytest.raises(RuntimeError, match=rf"Python worker \d \(pid \d+\) was killed by {cause}.* while "
+                                               r"computing samples \d to \d \(iteration 1, epoch 0\), and so did a "
+                                               r"new worker computing them again; call reset\(\) to go on"):
+            pipe.run()
     assert time.time() - start < 5
-    with pytest.raises(RuntimeError, match="cannot continue.*create a new pipeline"):
+    with pytest.raises(RuntimeError, match="call reset"):
         pipe.run()
-    pipe.reset()  # as in DALI, the pipeline is unusable: reset() does not bring the pool back
-    with pytest.raises(RuntimeError, match=rf"worker \d \(pid \d+\) was killed by {cause}.*cannot continue, "
-                                           "even after reset"):
-        pipe.run()
-    assert time.time() - start < 5
+    pipe.reset()
+    (out,) = pipe.run()
+    assert out.as_torch().flatten().tolist() == [0] * BATCH
+    del pipe
+
+
+def slow_numbered_source(info):
+    if info.iteration >= 8:
+        raise StopIteration
+    time.sleep(0.02)
+    return np.int64([info.idx_in_epoch, info.epoch_idx])
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["per_sample", "batch"])
+def test_a_worker_killed_mid_epoch_is_replaced_and_every_sample_comes_once(batch):
+    source = slow_numbered_source if not batch else (
+        lambda info: [slow_numbered_source(types.SampleInfo(info.iteration * BATCH + j, j, info.iteration,
+                                                            info.epoch_idx)) for j in range(BATCH)])
+    expected = epochs(make(source, False, batch=batch, batch_info=batch or None))
+    # Every worker busy when one is killed: a per-sample batch has a task for each of 3, a
+    # batch source's queued batches all go to the one.
+    pipe = make(source, True, workers=1 if batch else 3, batch=batch, batch_info=batch or None)
+    got = [[[np.asarray(b.at(i)) for i in range(len(b))] for b in pipe.run()]]
+    with pytest.warns(RuntimeWarning, match=r"was killed by SIGKILL; a new worker \(pid \d+\) took its place "
+                                            r"and computes again the \d task\(s\) it held"):
+        os.kill(multiprocessing.active_children()[0].pid, signal.SIGKILL)  # busy: the next batches are queued
+        got += epochs(pipe, 2)
+    assert_same(got, expected)
+    samples = [int(x[0]) for batch_ in got for x in batch_[0]]
+    assert samples == list(range(8 * BATCH)) * 2  # each sample once per epoch, in order
+    del pipe
+
+
+def counting_generator():
+    for k in range(6):
+        time.sleep(0.02)
+        yield np.full((BATCH, 1), k, np.int32)
+
+
+def test_an_iterable_whose_worker_dies_is_an_error_then_reset_starts_it_again():
+    """An iterable's position lives in its worker: its lost batches are an error, never
+    the iterator started again in the middle of the epoch."""
+    pipe = make(counting_generator, True, workers=2, batch=True)
+    pipe.run()
+    with pytest.warns(RuntimeWarning, match="took its place"):
+        for p in multiprocessing.active_children():
+            os.kill(p.pid, signal.SIGKILL)
+        with pytest.raises(RuntimeError, match=r"Python worker \d \(pid \d+\) was killed by SIGKILL (while computing|"
+                                               r"before) the batch of iteration \d \(epoch 0\); the iterable's "
+                                               r"state died with it"):
+            for _ in range(5):
+                pipe.run()
+    pipe.reset()
+    got = epochs(pipe, 1)
+    assert [int(b[0][0][0]) for b in got] == list(range(6))
+
+
+def die_always(info):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_source_that_kills_every_worker_ends_in_an_error_not_a_loop():
+    pipe = make(die_always, True, workers=2)
+    start = time.time()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for _ in range(2):
+            with pytest.raises(RuntimeError, match="killed by SIGKILL"):
+                pipe.run()
+            pipe.reset()
+    assert time.time() - start < 10
     del pipe
 
 
@@ -478,18 +554,19 @@ def test_memory_error_in_a_worker_reaches_the_caller():
     assert isinstance(info.value.__cause__, MemoryError)
 
 
-def test_worker_killed_from_outside_then_pipeline_deleted():
+def test_workers_killed_from_outside_are_replaced_then_pipeline_deleted():
     def slow(info):
         time.sleep(0.05)
-        return np.int32([0])
+        return np.int32([info.idx_in_epoch])
 
     pipe = make(slow, True, workers=2)
     pipe.run()
     for p in multiprocessing.active_children():
         os.kill(p.pid, signal.SIGKILL)
-    with pytest.raises(RuntimeError, match="was killed by SIGKILL"):
-        for _ in range(5):
-            pipe.run()
+    with pytest.warns(RuntimeWarning, match="was killed by SIGKILL; a new worker"):
+        for k in range(1, 6):
+            (out,) = pipe.run()
+            assert out.as_torch().flatten().tolist() == list(range(k * BATCH, (k + 1) * BATCH))
     del pipe
 
 

@@ -4,7 +4,14 @@ The pipeline's process sends small task messages over one pipe per worker and po
 the pipes and the processes' sentinels together, so a worker that dies is noticed
 at once (never a hang). Results are kept by task id until their source asks for them,
 which keeps every batch in the order of the non-parallel run whatever order the
-workers finish in."""
+workers finish in.
+
+A worker that dies is replaced, and the tasks it held go to the new worker: a callable
+source is a function of its sample or batch index, so every sample is computed again,
+exactly once. The task the worker was computing when it died becomes an error if it
+kills the new worker too (a source that crashes its process on that sample), and so does
+an iterable's task at once (its iterator's state died with the worker); the pipeline then
+goes on after reset()."""
 import collections
 import itertools
 import multiprocessing
@@ -14,6 +21,7 @@ import select
 import signal
 import threading
 import types as pytypes
+import warnings
 import weakref
 
 import torch
@@ -46,6 +54,15 @@ def _loader_ref(pickler):
     return ("object", module, loads_kwargs)
 
 
+def _describe_task(msg):
+    """The samples a task message asks for, for error messages."""
+    _, _, kind, args, _ = msg
+    if kind == "sample":
+        first, _, count, iteration, epoch = args
+        return f"samples {first} to {first + count - 1} (iteration {iteration}, epoch {epoch})"
+    return f"the batch of iteration {args[0]} (epoch {args[1]})"
+
+
 class _Resources:
     """What must be released when the pool goes: processes, pipes, slot files."""
 
@@ -56,6 +73,8 @@ class _Resources:
         self.slot_fds = []
 
     def release(self):
+        self.procs = [p for p in self.procs if p is not None]
+        self.conns = [c for c in self.conns if c is not None]
         for conn in self.conns:
             try:
                 conn.send(None)
@@ -104,35 +123,48 @@ class WorkerPool:
         self.results = {}  # task id -> reply
         self.discarded = set()
         self.outstanding = [0] * num_workers
+        self.sent = {}  # task id -> its message, until the reply comes (sent again if the worker dies)
+        self.deaths = collections.Counter()  # task id -> workers that died computing it
+        self.deaths_in_a_row = [0] * num_workers  # per worker index, deaths since its last reply
         self.slot_batch = {}  # slot -> samples per task when created (statistics)
         self.failure = None
         self.pinned = {}
+        self.iterator_epoch = {}  # iterable's context id -> the epoch its worker's iterator is in
+        self.lost_iterators = {}  # iterable's context id -> (epoch, why): its worker died in that epoch
         self._start(specs, start_method, pickler)
 
     def _start(self, specs, method, pickler):
-        mp = multiprocessing.get_context(method)
+        self.mp = multiprocessing.get_context(method)
         if method == "fork":
-            payload, loader = specs, None
+            self.payload, self.loader = specs, None
         else:
             from ..pickling import callback_pickler
             pickler = callback_pickler(pickler)
-            payload, loader = pickler[0].dumps(specs, **pickler[1]), _loader_ref(pickler)
-        for k in range(self.num_workers):
-            parent, child = mp.Pipe()
-            close = [c.fileno() for c in self.res.conns] + [parent.fileno()] if method == "fork" else []
-            p = mp.Process(target=worker.main, name=f"torchdali-worker-{k}", daemon=True,
-                           args=(k, child, self.res.prefix, payload, loader, close))
-            p.start()
-            child.close()
-            self.res.procs.append(p)
-            self.res.conns.append(parent)
-        # One poll set for the whole life of the pool: replies, and exits through the sentinels.
+            self.payload, self.loader = pickler[0].dumps(specs, **pickler[1]), _loader_ref(pickler)
+        # One poll set for the pool: replies, and exits through the processes' sentinels.
         self.poller = select.poll()
         self.fd_owner = {}
-        for k, (conn, p) in enumerate(zip(self.res.conns, self.res.procs)):
-            for fd, kind in ((conn.fileno(), "reply"), (p.sentinel, "exit")):
-                self.poller.register(fd, select.POLLIN)
-                self.fd_owner[fd] = (kind, k)
+        self.res.procs = [None] * self.num_workers
+        self.res.conns = [None] * self.num_workers
+        for k in range(self.num_workers):
+            self._spawn(k)
+
+    def _spawn(self, k):
+        """Start worker `k` (at first, or in place of a dead one)."""
+        parent, child = self.mp.Pipe()
+        close = []
+        if self.mp.get_start_method() == "fork":  # the other workers' pipe ends, inherited
+            close = [c.fileno() for c in self.res.conns if c is not None] + [parent.fileno()]
+        p = self.mp.Process(target=worker.main, name=f"torchdali-worker-{k}", daemon=True,
+                            args=(k, child, self.res.prefix, self.payload, self.loader, close))
+        try:
+            p.start()
+        finally:
+            child.close()
+        self.res.procs[k], self.res.conns[k] = p, parent
+        for fd, kind in ((parent.fileno(), "reply"), (p.sentinel, "exit")):
+            self.poller.register(fd, select.POLLIN)
+            self.fd_owner[fd] = (kind, k)
 
     # --- tasks ---
     def pin(self, ctx_id):
@@ -149,12 +181,22 @@ class WorkerPool:
                 range(self.num_workers), key=lambda i: (i in self.pinned.values(), self.outstanding[i]))
             tid = next(self.task_ids)
             self.slot_of[tid], self.worker_of[tid] = slot, k
-            self.outstanding[k] += 1
-            try:
-                self.res.conns[k].send((tid, ctx_id, kind, args, slot))
-            except OSError:
-                self._died(k)
+            msg = self.sent[tid] = (tid, ctx_id, kind, args, slot)
+            lost = self.lost_iterators.get(ctx_id)
+            if kind == "iter" and lost is not None and lost[0] == args[1]:  # mid-epoch: no iterator to go on with
+                self._fail(tid, f"{lost[1]} before {_describe_task(msg)}; the iterable's state died with it")
+                return tid
+            if kind == "iter":
+                self.iterator_epoch[ctx_id] = args[1]
+            self._send(k, tid)
             return tid
+
+    def _send(self, k, tid):
+        self.outstanding[k] += 1
+        try:
+            self.res.conns[k].send(self.sent[tid])
+        except OSError:
+            self._died(k)
 
     def _slot(self, samples, hint_bytes):
         while self.returned:
@@ -170,7 +212,7 @@ class WorkerPool:
         return slot
 
     def wait(self, tids):
-        """The replies of `tids`, waiting for them (an error as soon as a worker dies)."""
+        """The replies of `tids`, waiting for them (a dead worker is replaced at once, never a hang)."""
         while True:
             with self.lock:
                 self._check()
@@ -189,12 +231,15 @@ class WorkerPool:
                 self._accept(k, self.res.conns[k].recv())
             except (EOFError, OSError):
                 died.append(k)
-        for k in died:  # after every reply that came before
+        for k in dict.fromkeys(died):  # after every reply that came before
             self._died(k)
 
     def _accept(self, k, reply):
         tid = reply[1]
         self.outstanding[k] -= 1
+        self.deaths_in_a_row[k] = 0
+        del self.sent[tid]
+        self.deaths.pop(tid, None)
         if tid in self.discarded:
             self.discarded.remove(tid)
             self._free(tid)
@@ -252,17 +297,73 @@ class WorkerPool:
         if not self._finalizer.alive:
             raise RuntimeError("parallel external_source: the worker pool was closed")
 
+    # A worker index whose processes die this often in a row without a reply (at start, or
+    # killed again and again) ends the pool.
+    MAX_DEATHS_IN_A_ROW = 3
+
     def _died(self, k):
-        p = self.res.procs[k]
+        """Replace dead worker `k` and send it the tasks the dead one held (see the module's text)."""
+        p, conn = self.res.procs[k], self.res.conns[k]
         p.join(timeout=1)
-        if self.failure is None:
-            self.failure = (f"parallel external_source: Python worker {k} (pid {p.pid}) "
-                            f"{_describe_exit(p.exitcode)}; the pool was shut down and the pipeline "
-                            "cannot continue, even after reset(): create a new pipeline (an "
-                            "out-of-memory kill needs fewer py_num_workers or a smaller "
-                            "prefetch_queue_depth).")
-        self.close()
-        raise WorkerDied(self.failure)
+        if p.is_alive():  # its pipe broke, yet it runs: it goes too
+            p.kill()
+            p.join()
+        try:
+            while conn.poll():  # replies sent before it died
+                self._accept(k, conn.recv())
+        except (EOFError, OSError):
+            pass
+        for fd in (conn.fileno(), p.sentinel):
+            self.poller.unregister(fd)
+            del self.fd_owner[fd]
+        conn.close()
+        self.res.procs[k] = self.res.conns[k] = None
+        died = f"Python worker {k} (pid {p.pid}) {_describe_exit(p.exitcode)}"
+        self.deaths_in_a_row[k] += 1
+        self.outstanding[k] = 0
+        held = [t for t in self.sent if self.worker_of.get(t) == k]  # in the order sent: held[0] was running
+        try:
+            if self.deaths_in_a_row[k] >= self.MAX_DEATHS_IN_A_ROW:
+                raise RuntimeError(f"it died {self.deaths_in_a_row[k]} times in a row without a result")
+            self._spawn(k)
+        except Exception as e:  # noqa: BLE001 - any failure to go on ends the pool, named
+            self.failure = (f"parallel external_source: {died}, and the pool cannot go on ({e}); the "
+                            "pipeline cannot continue, even after reset(): create a new pipeline (an "
+                            "out-of-memory kill needs fewer py_num_workers or a smaller prefetch_queue_depth).")
+            self.close()
+            raise WorkerDied(self.failure) from None
+        again = []
+        for position, t in enumerate(held):
+            msg = self.sent[t]
+            if t in self.discarded:
+                self.discarded.remove(t)
+                del self.sent[t]
+                self._free(t)
+                continue
+            if position == 0:
+                self.deaths[t] += 1
+            if msg[2] == "iter":
+                fate = "; the iterable's state died with it, so this batch cannot be computed again"
+            elif self.deaths[t] > 1:
+                fate = ", and so did a new worker computing them again"
+            else:
+                again.append(t)
+                continue
+            self._fail(t, f"{died} while computing {_describe_task(msg)}{fate}")
+        for ctx_id, index in self.pinned.items():
+            if index == k and ctx_id in self.iterator_epoch:
+                self.lost_iterators[ctx_id] = (self.iterator_epoch[ctx_id], died)
+        redo = f" and computes again the {len(again)} task(s) it held" if again else ""
+        warnings.warn(f"parallel external_source: {died}; a new worker (pid {self.res.procs[k].pid}) took its "
+                      f"place{redo}", RuntimeWarning)
+        for t in again:
+            self._send(k, t)
+
+    def _fail(self, tid, message):
+        """Task `tid` ends in an error reply that names why (a worker's death)."""
+        del self.sent[tid]
+        self.deaths.pop(tid, None)
+        self.results[tid] = ("died", tid, message)
 
     def close(self):
         """Stop the workers and remove the shared memory (idempotent)."""

@@ -64,6 +64,8 @@ class ParallelSource:
             for r in replies:
                 if r[0] == "error":
                     raise self._error(r[2])
+                if r[0] == "died":
+                    raise operator_error("external_source", self.name, r[2] + "; call reset() to go on")
             if any(r[0] == "stop" for r in replies):
                 raise StopIteration
             out = self.pool.read(tids, replies, self.num_outputs)
