@@ -9,27 +9,16 @@ import os
 
 import torch
 
+from .settings import int_variable
+
 AUTO = "auto"
-
-
-def _env_int(name, lowest):
-    text = os.environ.get(name)
-    if text is None:
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"the environment variable {name}={text!r} is not an integer") from None
-    if value < lowest:
-        raise ValueError(f"the environment variable {name}={value} must be at least {lowest}")
-    return value
 
 
 def rank_and_world_size():
     """(rank, world size) of this process: torch.distributed's, else RANK/WORLD_SIZE, else (0, 1)."""
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return torch.distributed.get_rank(), torch.distributed.get_world_size()
-    rank, world = _env_int("RANK", 0), _env_int("WORLD_SIZE", 1)
+    rank, world = int_variable("RANK", 0), int_variable("WORLD_SIZE", 1)
     if (rank is None) != (world is None):
         have, missing = ("RANK", "WORLD_SIZE") if world is None else ("WORLD_SIZE", "RANK")
         raise ValueError(f"the environment sets {have} but not {missing}; set both (torchrun does) "
@@ -60,7 +49,7 @@ def resolve_shards(shard_id, num_shards, who="readers"):
 def local_ranks():
     """(local rank, ranks on this host): LOCAL_RANK / LOCAL_WORLD_SIZE as torchrun sets them,
     else (0, 1)."""
-    local, ranks = _env_int("LOCAL_RANK", 0), _env_int("LOCAL_WORLD_SIZE", 1)
+    local, ranks = int_variable("LOCAL_RANK", 0), int_variable("LOCAL_WORLD_SIZE", 1)
     return local or 0, ranks or 1
 
 
@@ -76,7 +65,7 @@ def local_device_id():
     without CUDA (a CPU-only pipeline)."""
     if not torch.cuda.is_available():
         return None
-    local = _env_int("LOCAL_RANK", 0)
+    local = int_variable("LOCAL_RANK", 0)
     if local is None:
         return torch.cuda.current_device()
     if local >= torch.cuda.device_count():

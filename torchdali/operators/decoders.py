@@ -1,11 +1,10 @@
 """Image decoding: `decoders.image` on the CPU (JPEGs by our libjpeg-turbo engine,
 csrc/libjpeg/, where the extension was built with it; the rest, and JPEGs it refuses,
-through torchvision's libjpeg-turbo/libpng/libwebp, Pillow for other formats) and 'mixed'
-(JPEGs on the GPU: our nvJPEG engine, csrc/nvjpeg/, where the extension was built with it,
-else torchvision's batched nvJPEG)."""
+through torchvision's libjpeg-turbo/libpng/libwebp, PNGs once png.py has checked them,
+Pillow for other formats) and 'mixed' (JPEGs on the GPU: our nvJPEG engine, csrc/nvjpeg/,
+where the extension was built with it, else torchvision's batched nvJPEG)."""
 import collections
 import io
-import os
 import threading
 import warnings
 
@@ -14,9 +13,11 @@ import torch
 
 from .. import types
 from ..schema import BOOL, DTYPE, FLOAT, IMAGE_TYPE, INT, STR, Arg, register
+from ..settings import int_variable
 from ..kernels.io import EncodedFiles
 from ..tensor_list import TensorList
 from .base import BatchSpec, Operator, map_samples
+from . import png
 from .buffers import RecycledBuffers
 from .windows import whole_images
 
@@ -63,6 +64,8 @@ def _decode_pillow(data, output_type, orient):
         arr = np.asarray(img.convert("L"))
     elif output_type == types.ANY_DATA and img.mode in ("L", "LA", "RGB", "RGBA"):
         arr = np.asarray(img)
+    elif output_type == types.ANY_DATA and img.mode == "CMYK":  # four channels: RGB and an opaque alpha, as DALI
+        arr = np.asarray(img.convert("RGBA"))
     else:
         arr = np.asarray(img.convert("RGB"))
     arr = arr[:, :, None] if arr.ndim == 2 else arr
@@ -86,7 +89,12 @@ def decode_cpu(data, output_type, orient=True):
         raise ValueError("the file is empty")
     head = bytes(data[:4].tolist())
     if _tvio is not None and head.startswith(_TV_FORMATS):
-        return _tvio.decode_image(data, mode=_tv_mode(output_type, head), apply_exif_orientation=orient)
+        mode = _tv_mode(output_type, head)
+        if head.startswith(png.SIGNATURE[:4]):
+            header = png.check_png(memoryview(data.numpy()), max_image_pixels())
+            if header.colour_type == png.PALETTE:  # its colours, not its indices, even for ANY_DATA (as DALI)
+                mode = _tvio.ImageReadMode.RGB if output_type != types.GRAY else mode
+        return _tvio.decode_image(data, mode=mode, apply_exif_orientation=orient)
     if _tvio is None and not _warned_no_torchvision.is_set():
         _warned_no_torchvision.set()
         warnings.warn("decoders.image: torchvision cannot be imported; decoding with Pillow (slower)")
@@ -172,7 +180,7 @@ _COMPAT = "Accepted for compatibility (nvJPEG/cache tuning of DALI's own decoder
 DECODER_ARGS = [
     Arg("output_type", IMAGE_TYPE, types.RGB, "Colour space of the output: RGB, BGR, GRAY, "
         "YCbCr (ITU-R BT.601, Y in 16..235), or ANY_DATA (the channels as stored, alpha "
-        "included)."),
+        "included; as in DALI, a palette image gives its colours as RGB, a CMYK TIFF RGB and an opaque alpha)."),
     Arg("dtype", DTYPE, types.UINT8, "Output type; values are scaled to its dynamic range "
         "(floats: 0..1). 16-bit images keep their precision until this conversion.",
         choices=_DTYPES),
@@ -514,17 +522,9 @@ def place(out, index, values):
 
 
 def max_image_pixels():
-    """The most pixels a JPEG's header may claim: $TORCHDALI_MAX_IMAGE_PIXELS, else 2**30."""
-    text = os.environ.get(MAX_IMAGE_PIXELS_VARIABLE)
-    if text is None:
-        return _DEFAULT_MAX_IMAGE_PIXELS
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ValueError(f"the environment variable {MAX_IMAGE_PIXELS_VARIABLE}={text!r} must be a positive integer")
-    return value
+    """The most pixels an image's header may claim: $TORCHDALI_MAX_IMAGE_PIXELS, else 2**30."""
+    value = int_variable(MAX_IMAGE_PIXELS_VARIABLE, 1)
+    return _DEFAULT_MAX_IMAGE_PIXELS if value is None else value
 
 
 def cuda_device(ctx):
