@@ -116,6 +116,11 @@ inline Args prepare(Samples images, const at::Tensor& anchors, const at::Tensor&
   }
   TORCH_CHECK_VALUE(crop_h > 0 && crop_w > 0, "crop_mirror_normalize: `crop_h` and `crop_w` "
                     "must be positive, got crop_h=", crop_h, ", crop_w=", crop_w);
+  // The output's size in 64 bits (it is allocated, then indexed, with int64 arithmetic).
+  TORCH_CHECK_VALUE(static_cast<double>(a.n) * static_cast<double>(crop_h) * static_cast<double>(crop_w) *
+                            static_cast<double>(std::max<int64_t>(out_channels, 1)) < 0x1p62,
+                    "crop_mirror_normalize: an output of ", a.n, " x ", crop_h, " x ", crop_w, " x ", out_channels,
+                    " elements (`crop_h`, `crop_w`) is too large to address");
   TORCH_CHECK_VALUE(out_channels >= a.channels, "crop_mirror_normalize: `out_channels` (",
                     out_channels, ") must be >= the number of input channels (", a.channels,
                     ")");

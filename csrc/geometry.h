@@ -87,7 +87,8 @@ inline FlipArgs flip_prepare(const at::TensorList& images, const at::Tensor& hor
                              const at::Tensor& vertical, int64_t height_dim,
                              const at::Tensor& dense_out = at::Tensor()) {
   FlipArgs a;
-  TORCH_CHECK_VALUE(height_dim >= 0, "flip: `height_dim` must be >= 0, got ", height_dim);
+  TORCH_CHECK_VALUE(height_dim >= 0 && height_dim <= kMaxDims - 2, "flip: `height_dim` must be 0 to ",
+                    kMaxDims - 2, ", got ", height_dim);
   a.images = check_images("flip", images, height_dim + 2);
   const int64_t n = static_cast<int64_t>(a.images.size());
   const at::Device device = a.images[0].device();

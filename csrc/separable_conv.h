@@ -46,8 +46,8 @@ inline Args prepare(const at::TensorList& images, const at::Tensor& windows,
                     at::IntArrayRef window_sizes, int64_t first_axis, int64_t num_axes,
                     at::ScalarType out_dtype) {
   Args a;
-  TORCH_CHECK_VALUE(first_axis >= 0, "separable_conv: `first_axis` must be >= 0, got ",
-                    first_axis);
+  TORCH_CHECK_VALUE(first_axis >= 0 && first_axis < geometry::kMaxDims, "separable_conv: `first_axis` must be 0 "
+                    "to ", geometry::kMaxDims - 1, ", got ", first_axis);
   TORCH_CHECK_VALUE(num_axes >= 1 && num_axes <= kMaxAxes, "separable_conv: `num_axes` must "
                     "be 1 to ", kMaxAxes, ", got ", num_axes);
   a.images = geometry::check_images("separable_conv", images, first_axis + num_axes);

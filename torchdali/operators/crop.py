@@ -11,7 +11,7 @@ from .. import types
 from ..schema import DTYPE, FLOAT, FLOATS, STR, Arg, register
 from ..tensor_list import TensorList
 from .base import BatchSpec, Operator
-from .images import plan_images, image_batch
+from .images import check_channels, image_batch, plan_images
 from .windows import crop_windows, fit_windows, whole_images
 
 _POLICIES = ("error", "pad", "trim_to_shape")
@@ -125,6 +125,7 @@ class Crop(Operator):
         if len(batch) == 0:
             return [batch]
         images = image_batch(self, batch)
+        check_channels(self, images)
         out_dtype = self.out_dtype or images.dtype
         fill = output_fill(out_dtype, args["fill_values"])
         if fill.numel() not in (1, int(images.channels[0])):

@@ -8,7 +8,7 @@ from .. import types
 from ..schema import BOOL, DTYPE, FLOAT, FLOATS, LAYOUT, Arg, register
 from .base import BatchSpec, Operator
 from .crop import CROP_ARGS, crop_normalize, output_fill
-from .images import image_batch, plan_images
+from .images import check_channels, image_batch, plan_images
 from .windows import crop_windows, fit_windows, whole_images
 
 
@@ -43,6 +43,7 @@ class CropMirrorNormalize(Operator):
         if len(batch) == 0:
             return [batch]
         images = image_batch(self, batch)
+        check_channels(self, images)
         c = int(images.channels[0])
         windows = crop_windows(self, images.hw, args)
         windows = whole_images(images.hw) if windows is None else \
@@ -52,6 +53,9 @@ class CropMirrorNormalize(Operator):
             if v.shape[-1] not in (1, c):
                 raise self.error(f"argument '{name}' has {v.shape[-1]} values for {c} channels", ValueError)
         out_c = 1 << (c - 1).bit_length() if args["pad_output"] else c
+        if self.fill.numel() not in (1, c, out_c):
+            raise self.error(f"argument 'fill_values' has {self.fill.numel()} values for {c} channels; give 1 or "
+                             "one per channel", ValueError)
         return [crop_normalize(images, windows, out_dtype=self.out_dtype,
                                out_chw=self.out_chw, fill=self.fill, device=batch.device,
                                mirror=args.batch("mirror"), mean=mean, std=std, out_channels=out_c,

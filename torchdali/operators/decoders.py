@@ -13,7 +13,7 @@ import torch
 
 from .. import types
 from ..schema import BOOL, DTYPE, FLOAT, IMAGE_TYPE, INT, STR, Arg, register
-from ..settings import int_variable
+from ..settings import MAX_IMAGE_PIXELS_VARIABLE, max_image_pixels
 from ..kernels.io import EncodedFiles
 from ..tensor_list import TensorList
 from .base import BatchSpec, Operator, map_samples
@@ -33,10 +33,6 @@ except Exception:  # noqa: BLE001  (a broken torchvision install raises all sort
 _warned_no_torchvision = threading.Event()
 CPU_DECODER = "CPU, one image at a time (torchvision's libjpeg-turbo, libpng, libwebp; Pillow)"
 _JPEG_MAGIC = b"\xff\xd8\xff"
-# A JPEG whose header claims more pixels is refused before anything is allocated for it (a
-# few KB can claim 60000 x 60000, 10.8 GB decoded): OpenCV's limit, CV_IO_MAX_IMAGE_PIXELS.
-MAX_IMAGE_PIXELS_VARIABLE = "TORCHDALI_MAX_IMAGE_PIXELS"
-_DEFAULT_MAX_IMAGE_PIXELS = 1 << 30
 # What torchvision decodes well; GIF (animated: 4D) and the rest go to Pillow.
 _TV_FORMATS = (_JPEG_MAGIC, b"\x89PNG", b"RIFF")
 # DALI's decoder converts to these (FLOAT16, 64-bit and BOOL fail there).
@@ -519,12 +515,6 @@ def place(out, index, values):
     else:
         for i, v in zip(index.tolist(), values):
             out[i] = v
-
-
-def max_image_pixels():
-    """The most pixels an image's header may claim: $TORCHDALI_MAX_IMAGE_PIXELS, else 2**30."""
-    value = int_variable(MAX_IMAGE_PIXELS_VARIABLE, 1)
-    return _DEFAULT_MAX_IMAGE_PIXELS if value is None else value
 
 
 def cuda_device(ctx):

@@ -23,10 +23,13 @@ def _sigma_ok(v):
     return None if all(0 <= s < math.inf for s in v) else "must be >= 0 and finite"
 
 
+MAX_WINDOW = 2 ** 24 + 1  # a window's weights are one array; wider ones fold onto the image anyway
+
+
 def _window_ok(v):
-    if all(w == 0 or (w > 0 and w % 2 == 1) for w in v):
+    if all(w == 0 or (0 < w <= MAX_WINDOW and w % 2 == 1) for w in v):
         return None
-    return "must be odd and positive (or 0: derived from sigma)"
+    return f"must be odd, positive and at most {MAX_WINDOW:,} (or 0: derived from sigma)"
 
 
 def gaussian_windows(sigmas, sizes):

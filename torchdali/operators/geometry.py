@@ -12,6 +12,7 @@ from ..schema import BOOL, FLOAT, INT, INTS, LAYOUT, Arg, register
 from ..tensor_list import TensorList
 from .base import Operator
 from .crop import cast_fill
+from .images import refuse_huge_outputs
 
 
 def _default_layout(op, batch, ndim):
@@ -137,11 +138,14 @@ class Pad(Operator):
         bad = [a for a in axes if not -ndim <= a < ndim]
         if bad:
             raise self.error(f"axes {bad} out of range for samples of {ndim} dims", ValueError)
+        if len({a % ndim for a in axes}) != len(axes):
+            raise self.error(f"axes {list(axes)} name an axis more than once", ValueError)
         return [a % ndim for a in axes]
 
-    def _per_axis(self, args, name, count, allow_one, empty):
+    def _per_axis(self, args, name, axes, allow_one, empty):
         """`shape` or `align` as int64 rows of `count` values: [N, count] when per-sample, else
         [1, count]; a sample without values gets `empty`; None when no sample has values."""
+        count = len(axes)
         v, per_sample = args.batch(name), args.is_per_sample(name)
         if per_sample and isinstance(v, np.ndarray):  # [N, k]: every sample has k values
             a = v.reshape(len(v), -1)
@@ -151,7 +155,7 @@ class Pad(Operator):
         for i, row in enumerate(rows):
             if len(row) and not (len(row) == count or (allow_one and len(row) == 1)):
                 raise self.error(f"sample {i}: {name}={list(row)} must have {count} value(s) (one per "
-                                 "padded axis)" + (" or 1" if allow_one else ""), ValueError)
+                                 f"padded axis, axes={list(axes)})" + (" or 1" if allow_one else ""), ValueError)
         if not any(len(row) for row in rows):
             return None
         if per_sample and isinstance(v, np.ndarray):
@@ -171,15 +175,17 @@ class Pad(Operator):
         axes = self._axes(batch.layout(), ndim)
         extents = in_shapes[:, axes]
         target = np.broadcast_to(extents.max(axis=0), extents.shape)  # the batch's largest, per axis
-        shape = self._per_axis(args, "shape", len(axes), False, -1)
+        shape = self._per_axis(args, "shape", axes, False, -1)
         if shape is not None:
             target = np.where(shape >= 0, shape, target)
         extents = np.maximum(extents, target)
-        align = self._per_axis(args, "align", len(axes), True, 1)
+        align = self._per_axis(args, "align", axes, True, 1)
         if align is not None:
             extents = -(-extents // align) * align
         out_shapes = in_shapes.copy()
         out_shapes[:, axes] = extents
+        refuse_huge_outputs(self, out_shapes[:, :-1] if batch.layout().endswith("C") else out_shapes,
+                            ["shape", "align"])
         first = batch.sample(0)
         fill_values = np.broadcast_to(np.asarray(args.batch("fill_value"), np.float64), (n,))
         distinct, index = np.unique(fill_values, return_inverse=True)

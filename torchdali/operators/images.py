@@ -5,6 +5,7 @@ import numpy as np
 import torch
 
 from .. import types
+from ..settings import MAX_IMAGE_PIXELS_VARIABLE, max_image_pixels
 
 IMAGE_LAYOUTS = ("HWC", "CHW")
 IMAGE_DTYPES = (torch.uint8, torch.float16, torch.float32)
@@ -90,3 +91,30 @@ def image_shapes(op, batch, layout="HWC"):
         raise op.error(f"sample {i} has shape {tuple(batch.sample(i).shape)}; expected {layout} images "
                        f"({_NOT_2D})", ValueError, sample=i)
     return shapes
+
+
+def check_channels(op, images):
+    """The images of a batch (an ImageBatch) must have channels, and one number of them."""
+    channels = images.channels
+    if (channels == 0).any():
+        i = int(np.argmax(channels == 0))
+        raise op.error(f"sample {i} has no channels; give images with channels", ValueError, sample=i)
+    if (channels != channels[0]).any():
+        i = int(np.argmax(channels != channels[0]))
+        raise op.error(f"sample {i} has {channels[i]} channels, sample 0 has {channels[0]}; give images of one "
+                       "number of channels", ValueError, sample=i)
+
+
+def refuse_huge_outputs(op, extents, arguments):
+    """Before anything is allocated: an error if an output sample would have more than
+    max_image_pixels() pixels, naming the `arguments` that asked for it. `extents`: [N, k]
+    output extents without the channels (height and width of images)."""
+    extents = np.asarray(extents, np.float64).reshape(len(extents), -1)
+    pixels = extents.prod(axis=1)
+    limit = max_image_pixels()
+    if (pixels > limit).any():
+        i = int(np.argmax(pixels > limit))
+        named = ", ".join(f"'{a}'" for a in arguments)
+        raise op.error(f"{'argument' if len(arguments) == 1 else 'arguments'} {named} ask for an output of "
+                       f"{' x '.join(f'{v:.0f}' for v in extents[i])} pixels for sample {i}, more than the "
+                       f"{limit:,} allowed (set {MAX_IMAGE_PIXELS_VARIABLE} to allow more)", ValueError, sample=i)

@@ -2,12 +2,14 @@
 size and truncated paste position. The canvases are crop windows that reach outside the
 images, so one `torchdali::crop_mirror_normalize` call per canvas size (one for the batch
 when the canvases agree) fills and copies, on the CPU as on the GPU."""
+import math
+
 import numpy as np
 
 from ..schema import FLOAT, INT, INTS, REQUIRED, Arg, register
 from .base import BatchSpec, Operator
 from .crop import crop_normalize, output_fill
-from .images import image_batch, plan_images
+from .images import check_channels, image_batch, plan_images, refuse_huge_outputs
 
 _F32 = np.float32
 
@@ -31,7 +33,7 @@ def paste_windows(hw, ratio, least, paste_y, paste_x):
 
 @register("paste", devices=("cpu", "gpu"), inputs=(1, 1), args=[
     Arg("ratio", FLOAT, REQUIRED, "Canvas size / input size (>= 1).", per_sample=True,
-        check=lambda v: None if v >= 1 else "must be >= 1"),
+        check=lambda v: None if 1 <= v < math.inf else "must be finite and >= 1"),
     Arg("fill_value", INTS, REQUIRED, "Canvas colour: one value, or one per channel."),
     Arg("n_channels", INT, 3, "Number of channels of the images.",
         check=lambda v: None if 0 < v <= 1024 else "must be in 1..1024"),
@@ -40,7 +42,7 @@ def paste_windows(hw, ratio, least, paste_y, paste_x):
     Arg("paste_y", FLOAT, 0.5, "Vertical position of the image: 0 = top, 1 = bottom.",
         per_sample=True, check=_unit),
     Arg("min_canvas_size", FLOAT, 0.0, "Smallest canvas extent, after scaling by ratio.",
-        per_sample=True, check=lambda v: None if v >= 0 else "must be >= 0"),
+        per_sample=True, check=lambda v: None if 0 <= v < math.inf else "must be finite and >= 0"),
 ])
 class Paste(Operator):
     """Paste HWC images onto canvases `ratio` times larger (at least min_canvas_size),
@@ -69,13 +71,12 @@ class Paste(Operator):
             raise self._layout_error(batch.layout())
         images = image_batch(self, batch)
         fill, n_channels = args["fill_value"], args["n_channels"]
+        check_channels(self, images)
         channels = images.channels
-        if (channels != channels[0]).any():
-            i = int(np.argmax(channels != channels[0]))
-            raise self.error(f"sample {i} has {channels[i]} channels, sample 0 has {channels[0]}; give "
-                             "images of one number of channels", ValueError, sample=i)
         if len(fill) > 1 and channels[0] != n_channels:
             raise self.error(f"the images have {channels[0]} channels but n_channels={n_channels}", ValueError)
+        ratio, least = (np.asarray(args.batch(a), np.float64).reshape(-1, 1) for a in ("ratio", "min_canvas_size"))
+        refuse_huge_outputs(self, np.maximum(ratio * images.hw, least), ["ratio", "min_canvas_size"])
         windows = paste_windows(images.hw, args.batch("ratio"), args.batch("min_canvas_size"),
                                 args.batch("paste_y"), args.batch("paste_x"))
         return [crop_normalize(images, windows, out_dtype=images.dtype, out_chw=False,

@@ -11,6 +11,8 @@ import zlib
 
 import numpy as np
 
+from ..settings import MAX_IMAGE_PIXELS_VARIABLE
+
 SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # Colour type -> (channels, allowed bit depths).
 _COLOUR_TYPES = {0: (1, (1, 2, 4, 8, 16)), 2: (3, (8, 16)), 3: (1, (1, 2, 4, 8)), 4: (2, (8, 16)),
@@ -61,7 +63,7 @@ def check_png(data, max_pixels):
     header = png_header(data)
     if header.width * header.height > max_pixels:
         raise ValueError(f"its PNG header claims {header.width} x {header.height} pixels, more than the "
-                         f"{max_pixels:,} allowed")
+                         f"{max_pixels:,} allowed (set {MAX_IMAGE_PIXELS_VARIABLE} to allow more)")
     stream = zlib.decompressobj()
     expected = sum(h * (1 + w) for h, w in header.rows())
     pixels = bytearray()

@@ -10,7 +10,7 @@ from .. import types
 from ..schema import BOOL, DTYPE, FLOAT, FLOATS, INT, INTERP_TYPE, REQUIRED, STR, Arg, register
 from ..tensor_list import TensorList
 from .base import Args, BatchSpec, Operator, RandomOperator
-from .images import image_batch, plan_images
+from .images import image_batch, plan_images, refuse_huge_outputs
 from .windows import random_crop_windows, round_half_away
 
 _F32 = np.float32
@@ -170,6 +170,7 @@ class Resize(Operator):
         if given("roi_start") != given("roi_end"):
             raise ValueError("resize: 'roi_start' and 'roi_end' must be given together")
         self._has_roi = given("roi_start")
+        self._size_args = [n for n in ("size", "resize_x", "resize_y", "resize_shorter", "resize_longer") if given(n)]
         self._size_arg = "size" if given("size") else "resize_shorter" if given("resize_shorter") else \
             "resize_longer" if given("resize_longer") else None
         self._mode = ("not_smaller" if given("resize_shorter") else "not_larger" if given("resize_longer")
@@ -214,6 +215,12 @@ class Resize(Operator):
         if args["roi_relative"]:
             rs, re = rs * hw, re * hw
         lo, hi = np.broadcast_arrays(rs, re)
+        extent = np.broadcast_to(np.abs(hi - lo), hw.shape)
+        if not (extent <= MAX_ROI_EXTENT).all():  # NaN too
+            i = int(np.argmax(~(extent <= MAX_ROI_EXTENT).all(axis=1)))
+            raise self.error(f"'roi_start'/'roi_end' give sample {i} a window of {extent[i].tolist()} pixels; each "
+                             f"extent must be finite and at most {MAX_ROI_EXTENT:,} (the filter reads every pixel of "
+                             "it)", ValueError, sample=i)
         tiny = np.abs(hi - lo) < 1e-3  # DALI widens a degenerate ROI to 1e-3
         off = np.where(lo <= hi, 0.5e-3, -0.5e-3)
         lo, hi = np.where(tiny, lo - off, lo), np.where(tiny, hi + off, hi)
@@ -229,6 +236,7 @@ class Resize(Operator):
         lo, hi = self._roi(args, images.hw)
         sizes, lo, hi = output_sizes(self, self._requested(args, n), lo, hi, self._mode, self._max_size,
                                      args["subpixel_scale"])
+        refuse_huge_outputs(self, sizes, self._size_args)
         out_dtype = _out_dtype(self, images.dtype, args["dtype"])
         return [resample(images, sizes, lo, hi, filters(args, n), args["antialias"], out_dtype, batch.device)]
 
@@ -241,6 +249,12 @@ def _single_or_pair(v):
     if not all(math.isfinite(x) for x in v):
         return "must be finite"
     return None if v[0] <= v[-1] else "must be [min, max] with min <= max (an empty range)"
+
+
+# The widest input window: resizing reads every pixel of it (the antialiasing filter spans the
+# window over the output), clamped to the image, so a 1e8-pixel window took 29 s for 4 pixels.
+MAX_ROI_EXTENT = 1 << 20
+MAX_ATTEMPTS = 10 ** 6  # random windows drawn at once per sample: memory, not time, bounds it
 
 
 def _positive_range(v):
@@ -257,7 +271,7 @@ def _positive_range(v):
               Arg("random_aspect_ratio", FLOATS, [3.0 / 4.0, 4.0 / 3.0], "Range of the crop's width / height.",
                   check=_positive_range),
               Arg("num_attempts", INT, 10, "Tries to find a window before DALI's fallback.",
-                  check=lambda v: None if v > 0 else "must be positive"),
+                  check=lambda v: None if 0 < v <= MAX_ATTEMPTS else f"must be in [1, {MAX_ATTEMPTS:,}]"),
           ])
 class RandomResizedCrop(RandomOperator):
     """Crop a random window (random area and aspect ratio, as in Inception training) and
@@ -301,6 +315,7 @@ class RandomResizedCrop(RandomOperator):
         n = len(images)
         out_dtype = self.output_dtype(images.dtype, args)
         sizes = np.broadcast_to(self.size, (n, 2))
+        refuse_huge_outputs(self, sizes, ["size"])
         return resample(images, sizes, lo.astype(np.float32), hi.astype(np.float32), filters(args, n),
                         args["antialias"], out_dtype, device)
 

@@ -11,7 +11,7 @@ from .. import types
 from ..schema import BOOL, DTYPE, FLOAT, FLOATS, INTERP_TYPE, REQUIRED, ArgType, Arg, register
 from ..tensor_list import TensorList
 from .base import Operator
-from .images import image_batch
+from .images import image_batch, refuse_huge_outputs
 
 _F32 = np.float32
 _D2R = _F32(math.pi / 180)  # DALI's deg2rad constant, in float
@@ -67,6 +67,7 @@ def explicit_sizes(op, args, n):
     if (hw <= 0).any():
         i = int(np.argmax((hw <= 0).any(axis=1)))
         raise op.error(f"argument 'size' must be at least 1, got {size[i].tolist()} for sample {i}", ValueError)
+    refuse_huge_outputs(op, hw, ["size"])
     return hw.astype(np.int64)
 
 

@@ -129,6 +129,8 @@ def random_crop_windows(rng, hw, area, aspect, num_attempts):
         cw = np.where(none, np.maximum(1, (fw * shrink).astype(np.int64)), cw)
     ch = np.where(too_wide, h, np.where(too_tall, max_h, ch))
     cw = np.where(too_wide, max_w, np.where(too_tall, w, cw))
+    # Inside the image even for an area range above 1, which can make those exceed it.
+    ch, cw = np.minimum(ch, h), np.minimum(cw, w)
     y = rng.integers(0, h - ch + 1)
     x = rng.integers(0, w - cw + 1)
     return np.stack([y, x, ch, cw], axis=1)
