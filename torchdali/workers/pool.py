@@ -28,6 +28,7 @@ import torch
 
 from . import worker
 from .shm import SlotMaps, assemble, remove_all, sample_views, slot_end, slot_path
+from .source import batch_where
 
 
 class WorkerDied(RuntimeError):
@@ -60,7 +61,7 @@ def _describe_task(msg):
     if kind == "sample":
         first, _, count, iteration, epoch = args
         return f"samples {first} to {first + count - 1} (iteration {iteration}, epoch {epoch})"
-    return f"the batch of iteration {args[0]} (epoch {args[1]})"
+    return batch_where(*args)
 
 
 class _Resources:
