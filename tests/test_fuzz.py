@@ -3,6 +3,7 @@ torch op, each run in a child process so that a crash or a stall is a failing ca
 the end of the run. Every case ends in a valid result or in a Python exception that names
 the operator (or the file) and the argument changed, never in a raw internal error."""
 import json
+import os
 import re
 import select
 import subprocess
@@ -29,11 +30,12 @@ ALIASES = {"start": ("anchor",), "end": ("anchor", "shape")}
 def run_cases(device):
     """{case index: result} for every case, starting a new child after one that died or stalled."""
     here = Path(__file__).parent
+    path = os.pathsep.join(filter(None, [str(here.parent), os.environ.get("PYTHONPATH")]))  # torchdali, installed or not
     total = len(fuzz_cases.cases(SEED, device))
     results, first = {}, 0
     while first < total:
         child = subprocess.Popen([sys.executable, str(here / "fuzz_cases.py"), device, str(SEED), str(first)],
-                                 cwd=here, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                                 cwd=here, env={**os.environ, "PYTHONPATH": path}, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         started = None
         while True:
             ready, _, _ = select.select([child.stdout], [], [], CASE_SECONDS)

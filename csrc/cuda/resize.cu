@@ -938,6 +938,7 @@ resize::Args resize_cuda_run(Samples images, at::IntArrayRef out_sizes, const at
   resize::Args a = resize::prepare(std::move(images), out_sizes, rois, interp, antialias,
                                    out_dtype, chw, dense);
   TORCH_CHECK_VALUE(a.device.is_cuda(), "resize: CUDA kernel got `images` on ", a.device);
+  if (a.n == 0 || a.channels == 0) return a;  // images without channels: empty outputs, no work
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   if (!resize_tiles(a, out_dtype, stream)) resize_two_pass(a, out_dtype, stream);
   return a;
