@@ -1,20 +1,24 @@
 """The benchmark scripts in benchmarks/ run (tiny batches on the CPU): they must not rot
 between GPU runs. Their figures are not checked here; speed is reported by running them on a
 GPU. The main job, torchdali.bench, has its own tests (test_bench.py)."""
+import importlib.util
 import os
 import subprocess
 import sys
 
 import pytest
+import torch
 
 pytest.importorskip("torchdali._C", reason="the C++ extension is not built")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The scripts import torchdali from this checkout, installed or not.
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))}
 
 
 def test_kernel_benchmark_runs_and_prints_every_row():
     out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "kernels.py"), "--device", "cpu",
                           "--batch", "2", "--iters", "1"], capture_output=True, text=True, timeout=300,
-                         cwd=ROOT, check=True).stdout
+                         cwd=ROOT, check=True, env=ENV).stdout
     rows = [line for line in out.splitlines() if line.rstrip().endswith("x")]
     assert len(rows) == 9, out
     assert "crop_mirror_normalize" in out and "rotate" in out
@@ -25,7 +29,7 @@ def test_kernel_benchmark_runs_and_prints_every_row():
 def test_external_source_benchmark_runs_and_prints_ratios(scenario, output):
     out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "external_source.py"), "--images", "16",
                           "--batch", "4", "--workers", "2", "--iters", "3"] + scenario, capture_output=True,
-                         text=True, timeout=300, cwd=ROOT, check=True).stdout
+                         text=True, timeout=300, cwd=ROOT, check=True, env=ENV).stdout
     assert "parallel / readers.file" in out and "parallel / single-process" in out, out
     assert output in out and out.count(" images/s ") == 3, out
 
@@ -33,7 +37,7 @@ def test_external_source_benchmark_runs_and_prints_ratios(scenario, output):
 def test_chain_benchmark_prints_a_row_per_path():
     out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "chain.py"), "--paths", "cpu",
                           "--batch-size", "8", "--iterations", "2", "--repeats", "1", "--warmup", "1"],
-                         capture_output=True, text=True, timeout=300, cwd=ROOT, check=True).stdout
+                         capture_output=True, text=True, timeout=300, cwd=ROOT, check=True, env=ENV).stdout
     rows = [line for line in out.splitlines() if line.startswith("| cpu |")]
     assert len(rows) == 1, out
     ours = float(rows[0].split("|")[2])
@@ -41,8 +45,36 @@ def test_chain_benchmark_prints_a_row_per_path():
 
 
 def test_profile_lists_the_per_sample_python_calls(tmp_path):
-    env = dict(os.environ, TMPDIR=str(tmp_path))  # the 512 generated photos go there
+    env = dict(ENV, TMPDIR=str(tmp_path))  # the 512 generated photos go there
     out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "profile_pipeline.py"), "--device", "cpu",
                           "--batch-size", "8", "--iterations", "1", "--top", "3"], capture_output=True, text=True,
                          timeout=600, cwd=ROOT, check=True, env=env).stdout
     assert "train stage, cpu, batch 8" in out and "Python functions called at least once per sample" in out, out
+
+
+def load_gpu_memory():
+    spec = importlib.util.spec_from_file_location("gpu_memory", os.path.join(ROOT, "benchmarks", "gpu_memory.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gpu_memory_breakdown_counts_live_blocks_at_the_peak_by_site():
+    ours = [{"filename": "/x/torchdali/kernels/nvjpeg.py", "line": 51, "name": "decode_jpegs_start"}]
+    other = [{"filename": "/x/train.py", "line": 3, "name": "step"}]
+    trace = [{"action": "segment_alloc", "addr": 0, "size": 100, "frames": ours},
+             {"action": "alloc", "addr": 0, "size": 60, "frames": ours},
+             {"action": "alloc", "addr": 60, "size": 30, "frames": other},
+             {"action": "free_completed", "addr": 60, "size": 30, "frames": other},
+             {"action": "alloc", "addr": 60, "size": 10, "frames": ours}]
+    at_peak, peak, reserved = load_gpu_memory().breakdown(trace)
+    assert peak == 90 and at_peak == {"kernels/nvjpeg.py:51 (decode_jpegs_start)": 60, "elsewhere": 30}
+    assert reserved == {"kernels/nvjpeg.py:51 (decode_jpegs_start)": 100}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_gpu_memory_script_prints_the_sites(tmp_path):
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "gpu_memory.py"), "--data",
+                          str(tmp_path / "photos"), "--num-images", "64", "--batch-size", "16", "--epochs", "1"],
+                         capture_output=True, text=True, timeout=600, cwd=ROOT, check=True, env=ENV).stdout
+    assert "val, batch 16: allocated peak" in out and "decode_jpegs_start" in out, out

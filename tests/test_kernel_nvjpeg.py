@@ -161,6 +161,23 @@ def test_a_batch_dropped_unfinished_leaves_the_engine_well():
     assert torch.equal(flat, reference)
 
 
+def test_batches_of_different_sizes_share_one_allocation_size():
+    # Whole 1000x1000 images, batches of 10, 8 and 9 (30, 24 and 27 MB out), the previous one
+    # alive (in `flat`) while the next decodes, as in a pipeline: every output is its batch's
+    # exact bytes, in an allocation of one size, so that torch's caching allocator reuses
+    # blocks instead of reserving more.
+    device = torch.device("cuda")
+    big = jpeg(photo(1000, 1000, 3), quality=90)
+    allocations, reserved = set(), []
+    for k in [10, 8, 9] * 4:
+        flat, status = nvjpeg.decode_jpegs([big] * k, whole([(1000, 1000)] * k), 1.0, device)
+        assert flat.numel() == k * 1000 * 1000 * 3 and set(status.tolist()) <= {nvjpeg.BY_HARDWARE, nvjpeg.BY_HYBRID}
+        allocations.add(flat.untyped_storage().nbytes())
+        reserved.append(torch.cuda.memory_reserved())
+    assert len(allocations) == 1 and allocations.pop() >= 30 * 10**6
+    assert reserved[-1] == reserved[3], reserved
+
+
 def test_bad_arguments():
     with pytest.raises(RuntimeError, match="windows.*int64 CPU tensor"):
         nvjpeg.decode_jpegs(FILES[:2], whole(SIZES[:1]), 0.5, torch.device("cuda"))
