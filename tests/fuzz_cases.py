@@ -44,6 +44,8 @@ OPERATORS = {
                                                   "contrast": "float", "contrast_center": "float"}),
     "brightness": ({"brightness": 1.2}, {"brightness": "float", "brightness_shift": "float"}),
     "contrast": ({"contrast": 1.2}, {"contrast": "float", "contrast_center": "float"}),
+    "coord_transform": ({"M": [1.0, 0.0, 0.0, 0.0, 1.0, 0.0]}, {"M": "floats", "T": "floats", "MT": "floats"}),
+    "coord_flip": ({"flip_y": 1}, {"center_x": "float", "center_y": "float", "flip_x": "int"}),
     "hsv": ({"hue": 10.0}, {"hue": "float", "saturation": "float", "value": "float"}),
     "hue": ({"hue": 10.0}, {"hue": "float"}),
     "saturation": ({"saturation": 0.5}, {"saturation": "float"}),

@@ -22,6 +22,7 @@ HUGE_OUTPUTS = {  # operator call -> the arguments the error names
     "resize": (lambda x: fn.resize(x, size=(1e5, 1e5)), "argument 'size'"),
     "resize_x": (lambda x: fn.resize(x, resize_x=1e6), "argument 'resize_x'"),
     "random_resized_crop": (lambda x: fn.random_resized_crop(x, size=(1e5, 1e5)), "argument 'size'"),
+    "random_resized_crop above int64": (lambda x: fn.random_resized_crop(x, size=(4, 1e38)), "argument 'size'"),
     "warp_affine": (lambda x: fn.warp_affine(x, matrix=[1, 0, 0, 0, 1, 0], size=(1e5, 1e5)), "argument 'size'"),
     "rotate": (lambda x: fn.rotate(x, angle=10, size=(1e5, 1e5)), "argument 'size'"),
     "pad": (lambda x: fn.pad(x, axes=(0, 1), shape=(100000, 100000)), "arguments 'shape', 'align'"),

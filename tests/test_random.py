@@ -39,6 +39,23 @@ def test_normal_moments_and_dtype():
     assert n.dtype == types.FLOAT64 and abs(v.mean() - 4.0) < 0.1 and abs(v.std() - 2.0) < 0.1
 
 
+def test_beta_moments_range_and_per_sample_parameters():
+    (b,) = run_one(lambda fn: fn.random.beta(alpha=2.0, beta=5.0, shape=(200,)))
+    v = values(b)
+    assert b.dtype == types.FLOAT and v.min() >= 0.0 and v.max() <= 1.0
+    assert abs(v.mean() - 2 / 7) < 0.01 and abs(v.var() - 10 / (49 * 8)) < 0.003
+
+    def make(fn):
+        a = fn.external_source(lambda: [np.float32(k) for k in (0.5, 50.0)])
+        return fn.random.beta(alpha=a, beta=50.0, shape=(400,), dtype=types.FLOAT64)
+
+    (p,) = run_one(make, batch_size=2)
+    assert p.dtype == types.FLOAT64
+    assert abs(np.array(p.at(0)).mean() - 0.5 / 50.5) < 0.005 and abs(np.array(p.at(1)).mean() - 0.5) < 0.02
+    with pytest.raises(ValueError, match="random.beta: argument 'alpha'.*must be positive"):
+        fn.random.beta(alpha=0.0)
+
+
 def test_coin_flip_probability_and_default_type():
     (c,) = run_one(lambda fn: fn.random.coin_flip(probability=0.25, shape=(200,)))
     v = values(c)
@@ -80,7 +97,7 @@ def test_per_sample_range_argument_input():
 @pytest.mark.parametrize("make", [
     lambda fn: fn.random.uniform(), lambda fn: fn.random.normal(), lambda fn: fn.random.coin_flip(),
     lambda fn: fn.random.choice(3), lambda fn: fn.random.uniform(shape=(2, 3)),
-    lambda fn: fn.random.coin_flip(dtype=0),
+    lambda fn: fn.random.coin_flip(dtype=0), lambda fn: fn.random.beta(shape=(3,)),
 ])
 def test_types_and_shapes_match_dali(make):
     nvidia_dali = dali_or_skip()

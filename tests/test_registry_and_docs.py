@@ -32,3 +32,9 @@ def test_committed_operator_reference_is_current():
     path = pathlib.Path(__file__).parent.parent / "docs" / "operators.md"
     assert path.read_text() == operator_reference(), \
         "docs/operators.md is stale: run `python -m torchdali.docs > docs/operators.md`"
+
+
+def test_readme_counts_the_public_operators():
+    readme = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
+    public = [op for op in schema.all_schemas().values() if not op.internal]
+    assert f"({len(public)} operators of DALI 2.4's" in readme

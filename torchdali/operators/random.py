@@ -116,6 +116,20 @@ class Normal(_Distribution):
         return self.rng.normal(p("mean"), p("stddev"), shape)
 
 
+@register("random.beta", devices=("cpu",), inputs=(0, 1),
+          args=[Arg("alpha", FLOAT, 1.0, "The alpha parameter.", per_sample=True,
+                    check=lambda v: None if v > 0 else "must be positive"),
+                Arg("beta", FLOAT, 1.0, "The beta parameter.", per_sample=True,
+                    check=lambda v: None if v > 0 else "must be positive"),
+                _SHAPE, Arg("dtype", DTYPE, None, "Output type (FLOAT).",
+                            choices=(types.FLOAT, types.FLOAT64))])
+class Beta(_Distribution):
+    """Numbers in [0, 1] from the beta distribution (mixup's mixing weight)."""
+
+    def draw(self, shape, p):
+        return self.rng.beta(p("alpha"), p("beta"), shape)
+
+
 @register("random.coin_flip", devices=("cpu", "gpu"), inputs=(0, 1), aliases=("CoinFlip",),
           args=[Arg("probability", FLOAT, 0.5, "Probability of a 1.", per_sample=True,
                     check=lambda p: None if 0.0 <= p <= 1.0 else "must be in [0, 1]"),

@@ -285,6 +285,7 @@ class RandomResizedCrop(RandomOperator):
             size = size * 2
         if len(size) != 2 or any(v <= 0 for v in size):
             raise self.error(f"'size' must be one or two positive values, got {a['size']}", ValueError)
+        refuse_huge_outputs(self, [size], ["size"])  # also before the sizes become int64
         self.size = np.array([int(v) for v in size], np.int64)
         self.area, self.aspect = (pair(a[name]) for name in ("random_area", "random_aspect_ratio"))
         dtype = a["dtype"]
