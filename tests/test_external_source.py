@@ -175,6 +175,11 @@ def test_batch_larger_than_batch_size_is_an_error():
         build(lambda: np.zeros((4, 1))).run()
 
 
+def test_a_scalar_batch_is_an_error():
+    with pytest.raises(TypeError, match=r"external_source.*a batch must be a list of samples .* got a scalar \(7\)"):
+        build(lambda: 7).run()
+
+
 def test_wrong_number_of_outputs():
     with pytest.raises(RuntimeError, match="must return 2 outputs"):
         build(lambda: [np.zeros(1)] * 3, num_outputs=2).run()

@@ -206,6 +206,9 @@ class ExternalSource(Operator):
         converted = []
         for k, data in enumerate(outputs):
             samples = to_torch_samples(data, "external_source", f"output {k}", gather=not self.spec.args["no_copy"])
+            if isinstance(samples, torch.Tensor) and samples.dim() == 0:
+                raise self.error(f"output {k}: a batch must be a list of samples or an array with the samples "
+                                 f"along its first dimension, got a scalar ({data!r})", TypeError)
             n = samples.shape[0] if isinstance(samples, torch.Tensor) else len(samples)
             if n > self.spec.max_batch_size:
                 raise self.error(f"the batch has {n} samples, more "
