@@ -204,7 +204,7 @@ def call_operator(name, inputs, kwargs):
         inputs, arg_inputs = conditions.route_inputs(inputs, arg_inputs)
     device = _resolve_device(schema, kwargs.get("device"), inputs)
     args = _check_call(schema, device, inputs, arg_inputs, kwargs)
-    node = OpNode(schema, device, args, inputs, arg_inputs, schema.outputs_for(args), args.get("name"))
+    node = OpNode(schema, device, args, inputs, arg_inputs, schema.outputs_for(args, len(inputs)), args.get("name"))
     if conditions is not None:
         conditions.placed(node)
     if schema.side_effects or args.get("preserve"):

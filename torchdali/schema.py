@@ -146,7 +146,7 @@ class OpSchema:
     args: Dict[str, Arg]
     min_inputs: int = 0
     max_inputs: int = 0
-    num_outputs: Any = 1  # int, or a function of the argument dict
+    num_outputs: Any = 1  # int, or a function of the argument dict and the number of inputs
     doc: str = ""
     class_names: Tuple[str, ...] = ()  # ops.* names: the generated one and legacy aliases
     side_effects: bool = False
@@ -164,9 +164,9 @@ class OpSchema:
     def module_path(self):
         return self.name.split(".")[:-1]
 
-    def outputs_for(self, args):
+    def outputs_for(self, args, num_inputs):
         n = self.num_outputs
-        return n(args) if callable(n) else n
+        return n(args, num_inputs) if callable(n) else n
 
     def error(self, msg, cls=ValueError):
         return cls(f"{self.name}: {msg}")

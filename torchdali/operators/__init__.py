@@ -1,5 +1,5 @@
 """Operator implementations, one module per family; importing this package registers them all."""
 from . import plumbing, arithmetic, conversions, random, external_source, readers, decoders, crop, crop_mirror_normalize, color, resize, geometry  # noqa: F401
-from . import slicing, paste, decoder_crops, warp, normalize, filters, jitter, transforms, coordinates, box_encoder, segmentation  # noqa: F401
+from . import slicing, paste, decoder_crops, warp, normalize, filters, jitter, transforms, coordinates, box_encoder, segmentation, bbox_crop  # noqa: F401
 from . import python_function  # noqa: F401
 from . import conditional  # noqa: F401

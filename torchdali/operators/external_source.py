@@ -15,7 +15,7 @@ from .base import BatchSpec, Operator
 _CYCLE = (False, True, "quiet", "raise")
 
 
-def _num_outputs(args):
+def _num_outputs(args, num_inputs):
     return args.get("num_outputs") or 1
 
 

@@ -16,7 +16,7 @@ from ..tensor_list import TensorList, to_torch_array
 from .base import Operator
 
 
-def _num_outputs(args):
+def _num_outputs(args, num_inputs):
     return args.get("num_outputs", 1)
 
 
