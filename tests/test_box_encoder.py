@@ -107,3 +107,13 @@ def test_bad_arguments_are_named():
         run(torchdali, [BOXES, LABELS], anchors=[0.0, 0.0, 1.0])
     with pytest.raises(ValueError, match=r"box_encoder: argument 'stds'.*must not be 0"):
         run(torchdali, [BOXES, LABELS], anchors=ssd_like_anchors(), stds=[1.0, 0.0, 1.0, 1.0])
+
+
+def test_a_single_box_may_be_one_dimensional():
+    anchors = ssd_like_anchors()
+    one = [random_boxes(1) for _ in range(BATCH)]
+    labels = [np.array([k + 1], np.int32) for k in range(BATCH)]
+    flat = run(torchdali, [[b[0] for b in one], labels], anchors=anchors)  # [4] boxes, not [1, 4]
+    for a, b in zip(flat, run(torchdali, [one, labels], anchors=anchors)):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)

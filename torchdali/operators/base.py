@@ -122,6 +122,19 @@ class Args:
             self._arrays[name] = values
         return values
 
+    def rows(self, name, n):
+        """List argument `name` as [n, k] float64, one row per sample (a constant repeated),
+        or None where it is not given; an error if the samples give different counts."""
+        v = self.batch(name)
+        if v is None:
+            return None
+        if self.is_per_sample(name):
+            if isinstance(v, list):
+                raise self._op.error(f"argument '{name}' has a different number of values per sample", ValueError)
+            return np.asarray(v, np.float64).reshape(n, -1)
+        v = np.asarray(v, np.float64).reshape(1, -1)
+        return np.broadcast_to(v, (n, v.shape[1]))
+
     def sample(self, name, i):
         """The value of `name` for sample `i`, as a Python value of the argument's type."""
         if name not in self._batches:
@@ -300,6 +313,14 @@ class RandomOperator(Operator):
 
     def load_state_dict(self, state):
         self.rng.bit_generator.state = state["rng"]
+
+
+def shapes_or_none(batch):
+    """The batch's sample shapes [N, ndim], or None where the samples differ in ndim."""
+    try:
+        return batch.sample_shapes()
+    except ValueError:
+        return None
 
 
 def map_samples(fn, samples, ctx, parallel=True):

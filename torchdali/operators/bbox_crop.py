@@ -8,7 +8,6 @@ import torch
 from ..schema import BOOL, FLOAT, FLOATS, INT, INTS, LAYOUT, STR, Arg, register
 from ..tensor_list import TensorList
 from .base import BatchSpec, RandomOperator
-from .transforms import argument_rows
 
 MAX_ROUNDS = 1000  # without total_num_attempts, DALI would try forever; we stop and warn
 
@@ -109,7 +108,8 @@ class RandomBBoxCrop(RandomOperator):
             raise self.error(f"sample {i}, box {k}: {flat[np.cumsum(counts)[i] - counts[i] + k].tolist()} is not "
                              "within [0, 1] with its start before its end (relative coordinates)", ValueError,
                              sample=i)
-        crop_lo, crop_hi, no_crop, anchors, found = self.find_windows(box_lo, box_hi, valid, args, d)
+        sizes = self.fixed_sizes(args, n, d) if self.fixed else None
+        crop_lo, crop_hi, no_crop, anchors, found = self.find_windows(box_lo, box_hi, valid, d, sizes)
         if not found.all() and not self.spec.args["quiet"]:
             ctx.warn(f"random_bbox_crop: no valid window found for sample(s) {np.flatnonzero(~found).tolist()} "
                      "within the attempts allowed; the best window so far is used")
@@ -123,7 +123,7 @@ class RandomBBoxCrop(RandomOperator):
         kept_counts = keep.sum(1).tolist()
         sample, box = np.nonzero(keep)  # the kept boxes, sample by sample
         if self.fixed:
-            anchor, shape = anchors, self.fixed_sizes(args, n, d)[0]
+            anchor, shape = anchors, sizes[0]
         else:
             anchor, shape = crop_lo, extent
         outputs = [TensorList.make(torch.from_numpy(anchor.astype(np.float32))),
@@ -165,16 +165,15 @@ class RandomBBoxCrop(RandomOperator):
                              "number of coordinates for the batch", ValueError, sample=i)
         return int(shapes[0, 1]) // 2, shapes[:, 0]
 
-    def find_windows(self, box_lo, box_hi, valid, args, d):
+    def find_windows(self, box_lo, box_hi, valid, d, sizes):
         """Each sample's window: relative lo and hi [n, d], whether it is no crop, the
-        absolute anchors with `crop_shape` (else None), and whether it is valid (else the
-        best one found)."""
+        absolute anchors with `crop_shape` (`sizes`: fixed_sizes, else None), and whether
+        it is valid (else the best one found)."""
         n = len(valid)
         a = self.spec.args
         crop_lo, crop_hi = np.zeros((n, d)), np.ones((n, d))
         no_crop, found = np.zeros(n, bool), np.zeros(n, bool)
         best = np.full(n, -np.inf)
-        sizes = self.fixed_sizes(args, n, d) if self.fixed else None
         anchors = np.zeros((n, d)) if self.fixed else None
         attempts = a["num_attempts"]
         rounds = MAX_ROUNDS if a["total_num_attempts"] is None else -(-a["total_num_attempts"] // attempts)
@@ -211,7 +210,7 @@ class RandomBBoxCrop(RandomOperator):
             raise self.error(f"argument 'shape_layout' is '{order}'; expected a permutation of '{'WHD'[:d]}'",
                              ValueError)
         perm = [order.index(c) for c in "WHD"[:d]]
-        crop, whole = (argument_rows(self, args, name, n) for name in ("crop_shape", "input_shape"))
+        crop, whole = (args.rows(name, n) for name in ("crop_shape", "input_shape"))
         for name, v in (("crop_shape", crop), ("input_shape", whole)):
             if v.shape[1] != d:
                 raise self.error(f"argument '{name}' has {v.shape[1]} values; the boxes are {d}-D", ValueError)
@@ -281,7 +280,7 @@ class RandomBBoxCrop(RandomOperator):
         boxes), and whether it keeps at least one box (or there is none)."""
         b_lo, b_hi = box_lo[:, None], box_hi[:, None]  # [m, 1, B, d]
         w_lo, w_hi = lo[:, :, None], hi[:, :, None]  # [m, A, 1, d]
-        inter = np.clip(np.minimum(b_hi, w_hi) - np.maximum(b_lo, w_lo), 0, None).prod(-1)  # [m, A, B]
+        inter = intersection(b_lo, b_hi, w_lo, w_hi)  # [m, A, B]
         box_area = (b_hi - b_lo).prod(-1)
         with np.errstate(divide="ignore", invalid="ignore"):
             if self.spec.args["threshold_type"] == "overlap":
@@ -295,22 +294,28 @@ class RandomBBoxCrop(RandomOperator):
         else:
             reduced = np.where(v, metric, -np.inf).max(-1)
         reduced = np.where(v.any(-1), reduced, np.inf)  # no boxes: every threshold is reached
-        kept = self.kept(b_lo, b_hi, v, w_lo[..., 0, :], w_hi[..., 0, :])
+        kept = self.kept(b_lo, b_hi, v, w_lo[..., 0, :], w_hi[..., 0, :], inter)
         empty = (hi <= lo).any(-1)  # outside the aspect-ratio range
         keeps = kept.any(-1) | ~v.any(-1)  # a sample without boxes takes any window (DALI would try forever)
         return np.where(empty, -np.inf, reduced), keeps & ~empty
 
-    def kept(self, box_lo, box_hi, valid, lo, hi):
-        """Which boxes ([..., B]) a window (lo, hi: [..., d]) keeps."""
+    def kept(self, box_lo, box_hi, valid, lo, hi, inter=None):
+        """Which boxes ([..., B]) a window (lo, hi: [..., d]) keeps; `inter`: their
+        intersections, where already known."""
         w_lo, w_hi = lo[..., None, :], hi[..., None, :]
         prune = self.spec.args["bbox_prune_threshold"]
         if prune is None:
             center = (box_lo + box_hi) / 2
             inside = ((center >= w_lo) & (center <= w_hi)).all(-1)
         else:
-            inter = np.clip(np.minimum(box_hi, w_hi) - np.maximum(box_lo, w_lo), 0, None).prod(-1)
+            inter = intersection(box_lo, box_hi, w_lo, w_hi) if inter is None else inter
             area = (box_hi - box_lo).prod(-1)
             with np.errstate(divide="ignore", invalid="ignore"):
                 part = np.where(area > 0, inter / area, 0.0)
             inside = (part >= prune) & (inter > 0)
         return inside & valid
+
+
+def intersection(a_lo, a_hi, b_lo, b_hi):
+    """The volumes of the boxes' intersections (broadcast over leading dims)."""
+    return np.clip(np.minimum(a_hi, b_hi) - np.maximum(a_lo, b_lo), 0, None).prod(-1)

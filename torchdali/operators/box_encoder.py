@@ -6,7 +6,7 @@ import torch
 
 from ..schema import BOOL, FLOAT, FLOATS, REQUIRED, Arg, register
 from ..tensor_list import TensorList
-from .base import BatchSpec, Operator
+from .base import BatchSpec, Operator, shapes_or_none
 
 
 def _four(v):
@@ -42,7 +42,7 @@ class BoxEncoder(Operator):
 
     def step(self, inputs, args, ctx):
         boxes, labels = inputs[0].as_torch_list(), inputs[1].as_torch_list()
-        self.check(boxes, labels)
+        counts = self.check(inputs[0], inputs[1], boxes, labels)
         device = boxes[0].device if boxes else torch.device("cpu")
         anchors = self.anchors.to(device)
         n, a = len(boxes), len(anchors)
@@ -50,7 +50,7 @@ class BoxEncoder(Operator):
         names = torch.nn.utils.rnn.pad_sequence([l.reshape(-1).int() for l in labels], batch_first=True)
         if padded.shape[1] == 0:  # no boxes in the batch: one padding row, matched to nothing
             padded, names = padded.new_zeros(n, 1, 4), names.new_zeros(n, 1)
-        counts = torch.tensor([len(b) for b in boxes], device=device)
+        counts = torch.from_numpy(counts).to(device)
         valid = torch.arange(padded.shape[1], device=device) < counts[:, None]  # [N, B]
         iou = torch.where(valid[:, :, None], box_iou(padded, anchors), -1.0)  # [N, B, A]
         # Each box claims its best anchor (the last of equals) with IoU 2, as in DALI; then each
@@ -79,7 +79,21 @@ class BoxEncoder(Operator):
         wh = torch.log(boxes[..., 2:] / anchors[..., 2:])
         return (torch.cat([xy, wh], -1) - means) / stds
 
-    def check(self, boxes, labels):
+    def check(self, box_batch, label_batch, boxes, labels):
+        """Each sample's number of boxes ([N] int64), once boxes and labels are checked: one
+        test over the batch's shapes, and sample by sample only to name what is wrong."""
+        box_shapes, label_shapes = shapes_or_none(box_batch), shapes_or_none(label_batch)
+        if box_shapes is not None and label_shapes is not None and len(boxes) and box_shapes.shape[1] in (1, 2):
+            counts = box_shapes.prod(1) // 4
+            box_ok = (box_shapes[:, -1] == 4).all() and (box_shapes.shape[1] == 2 or (box_shapes[:, 0] == 4).all())
+            label_ok = label_shapes.shape[1] in (1, 2) and (label_shapes[:, 0] == counts).all() and \
+                (label_shapes.shape[1] == 1 or (label_shapes[:, 1] == 1).all())
+            types_ok = boxes[0].is_floating_point() and not labels[0].is_floating_point() and \
+                labels[0].dtype != torch.bool
+            if box_ok and label_ok and types_ok:
+                return counts
+        if not len(boxes):
+            return np.zeros(0, np.int64)
         for i, (b, l) in enumerate(zip(boxes, labels)):
             if b.dim() not in (1, 2) or b.shape[-1] != 4 or (b.dim() == 1 and b.numel() != 4):
                 raise self.error(f"sample {i}'s boxes have shape {tuple(b.shape)}; expected [boxes, 4] "
@@ -90,6 +104,7 @@ class BoxEncoder(Operator):
             if l.numel() != b.numel() // 4 or l.dim() > 2 or (l.dim() == 2 and l.shape[1] != 1):
                 raise self.error(f"sample {i} has {b.numel() // 4} boxes and labels of shape {tuple(l.shape)}; "
                                  "expected one label per box ([boxes] or [boxes, 1])", ValueError, sample=i)
+        return np.array([b.numel() // 4 for b in boxes], np.int64)  # valid, of mixed ndim ([4] and [k, 4])
 
 
 def box_iou(boxes, anchors):

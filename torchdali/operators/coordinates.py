@@ -7,8 +7,7 @@ import torch
 from .. import types
 from ..schema import BOOL, DTYPE, FLOAT, FLOATS, INT, LAYOUT, REQUIRED, Arg, register
 from ..tensor_list import TensorList
-from .base import BatchSpec, Operator
-from .transforms import argument_rows
+from .base import BatchSpec, Operator, shapes_or_none
 
 
 @register("coord_transform", devices=("cpu", "gpu"), inputs=(1, 1), args=[
@@ -46,7 +45,7 @@ class CoordTransform(Operator):
 
     def matrices(self, args, count, n):
         """[count, m, n + 1]: [M T] of every sample."""
-        given = {name: argument_rows(self, args, name, count) for name in ("M", "T", "MT")}
+        given = {name: args.rows(name, count) for name in ("M", "T", "MT")}
         for name, v in given.items():
             if v is not None and v.shape[1] == 0:
                 raise self.error(f"argument '{name}' is empty", ValueError)
@@ -79,18 +78,32 @@ def vectors(op, batch, n=None):
     """(samples, [P, n] float32 of all their vectors, counts per sample); an error naming
     the first sample whose last dimension is not `n` (sample 0's if None) or is empty."""
     samples = batch.as_torch_list()
+    device = samples[0].device if samples else torch.device("cpu")
+    shapes = shapes_or_none(batch)
+    if not samples:
+        counts = np.zeros(0, np.int64)
+    elif shapes is not None and shapes.shape[1] and shapes[0, -1] and (shapes[:, -1] == (n or shapes[0, -1])).all():
+        counts = shapes[:, :-1].prod(1)
+    else:
+        counts = explain_vectors(op, samples, n)  # samples of mixed ndim, or an error
+    n = n or (samples[0].shape[-1] if samples else 1)
+    points = torch.cat([s.reshape(-1, n).to(torch.float32) for s in samples]) if samples else torch.zeros(0, n)
+    return samples, points, torch.from_numpy(np.asarray(counts, np.int64)).to(device)
+
+
+def explain_vectors(op, samples, n):
+    """Sample by sample, for vectors() where the batch's shapes did not settle it: the
+    samples' vector counts, or an error naming the first wrong sample."""
     if any(s.dim() == 0 for s in samples):
         raise op.error("the samples must be vectors along their last dimension, not scalars", ValueError)
-    n = n or (samples[0].shape[-1] if samples else 1)
+    n = n or samples[0].shape[-1]
     if n == 0:
         raise op.error("sample 0's vectors have no components (its last dimension is 0)", ValueError, sample=0)
     bad = [i for i, s in enumerate(samples) if s.shape[-1] != n]
     if bad:
         raise op.error(f"sample {bad[0]} has {samples[bad[0]].shape[-1]} components, expected {n}", ValueError,
                        sample=bad[0])
-    device = samples[0].device if samples else torch.device("cpu")
-    points = torch.cat([s.reshape(-1, n).to(torch.float32) for s in samples]) if samples else torch.zeros(0, n)
-    return samples, points, torch.tensor([s.numel() // n for s in samples], device=device)
+    return [s.numel() // n for s in samples]
 
 
 def per_vector(values, counts):

@@ -53,7 +53,7 @@ class _Transform(Operator):
     def rows(self, args, name, n, width=None):
         """The values of list argument `name` as [n, k] float64 (a constant repeated), k
         checked against `width` where given (a single value is repeated to it)."""
-        v = argument_rows(self, args, name, n)
+        v = args.rows(name, n)
         if width is not None and v.shape[1] != width:
             if v.shape[1] != 1:
                 raise self.error(f"argument '{name}' has {v.shape[1]} values; expected {width} (one per "
@@ -73,20 +73,6 @@ class _Transform(Operator):
                 raise self.error(f"argument 'center' has {c.shape[1]} values; the transform is {d}-D", ValueError)
             m[:, :d, d] = c - np.einsum("nij,nj->ni", linear, c)
         return m
-
-
-def argument_rows(op, args, name, n):
-    """List argument `name` of operator `op` as [n, k] float64 (a constant repeated for every
-    sample), or None where it is not given."""
-    v = args.batch(name)
-    if v is None:
-        return None
-    if args.is_per_sample(name):
-        if isinstance(v, list):
-            raise op.error(f"argument '{name}' has a different number of values per sample", ValueError)
-        return np.asarray(v, np.float64).reshape(n, -1)
-    v = np.asarray(v, np.float64).reshape(1, -1)
-    return np.broadcast_to(v, (n, v.shape[1]))
 
 
 def homogeneous(affine):
