@@ -319,8 +319,8 @@ class Engine {
                                                                              const at::Tensor& windows,
                                                                              double hw_load) {
     std::lock_guard<std::mutex> lock(mutex_);
-    // No start during the hardware decoder's call: with starts overlapping it, the val
-    // benchmark (whole images) hung in the driver, a GPU-stage copy waiting on its lock.
+    // No start during the hardware decoder's call: preparing the next batch beside the call
+    // gained nothing at batch 64, where the decoder is idle half the time (benchmarks/NOTES.md).
     for (const auto& job : jobs_) job->wait();
     const int64_t n = files.size();
     auto win = windows.accessor<int64_t, 2>();
@@ -481,12 +481,16 @@ class Engine {
     try {
       c10::cuda::CUDAGuard guard(device_);
       const int m = static_cast<int>(job.images.size());
+      // A call begun while the previous one's GPU work was still queued made no progress,
+      // ever (benchmarks/NOTES.md): the previous call's work finishes first (a few us).
+      if (last_call_) C10_CUDA_CHECK(cudaEventSynchronize(last_call_));
       s = hw_state_ ? NVJPEG_STATUS_SUCCESS : nvjpegJpegStateCreate(hw_handle_, &hw_state_);
       if (s == NVJPEG_STATUS_SUCCESS) s = nvjpegDecodeBatchedInitialize(hw_handle_, hw_state_, m, 1, NVJPEG_OUTPUT_RGBI);
       if (s == NVJPEG_STATUS_SUCCESS)
         s = nvjpegDecodeBatchedEx(hw_handle_, hw_state_, job.ptrs.data(), job.sizes.data(), job.dests.data(),
                                   job.share_params.data(), stream);
       C10_CUDA_CHECK(cudaEventRecord(job.done, stream));
+      last_call_ = job.done;
     } catch (...) {  // e.g. a CUDA error: the hybrid path decodes the share
       s = NVJPEG_STATUS_EXECUTION_FAILED;
     }
@@ -514,6 +518,7 @@ class Engine {
   std::vector<std::unique_ptr<Worker>> workers_;  // one per chunk of the hybrid path
   nvjpegHandle_t hw_handle_{};
   nvjpegJpegState_t hw_state_{};  // used on hardware_thread_ only
+  cudaEvent_t last_call_{};  // the previous call's job's `done` (hardware_thread_ only)
   std::vector<std::shared_ptr<HardwareJob>> jobs_;
   TaskThread hardware_thread_;
 };
