@@ -36,6 +36,10 @@ class CropMirrorNormalize(Operator):
         self.out_dtype = types.to_torch_type(a["dtype"])
         self.out_chw = a["output_layout"] == "CHW"
         self.fill = output_fill(self.out_dtype, a["fill_values"])
+        inputs_ = self.spec.arg_input_names
+        self.crops = any(n in inputs_ for n in ("crop", "crop_h", "crop_w")) or a["crop"] is not None or \
+            bool(a["crop_h"]) or bool(a["crop_w"])
+        self.constant_rows = {n: np.asarray(a[n], np.float64) for n in ("mean", "std") if n not in inputs_}
         return [BatchSpec(inputs[0].device, self.out_dtype, 3, "CHW" if self.out_chw else "HWC")], self.step
 
     def step(self, inputs, args, ctx):
@@ -45,10 +49,11 @@ class CropMirrorNormalize(Operator):
         images = image_batch(self, batch)
         check_channels(self, images)
         c = int(images.channels[0])
-        windows = crop_windows(self, images.hw, args)
+        windows = crop_windows(self, images.hw, args) if self.crops else None
         windows = whole_images(images.hw) if windows is None else \
             fit_windows(self, windows, images.hw, args["out_of_bounds_policy"])
-        mean, std = (np.asarray(args.batch(name), np.float64) for name in ("mean", "std"))
+        mean, std = (self.constant_rows[name] if name in self.constant_rows else
+                     np.asarray(args.batch(name), np.float64) for name in ("mean", "std"))
         for name, v in (("mean", mean), ("std", std)):
             if v.shape[-1] not in (1, c):
                 raise self.error(f"argument '{name}' has {v.shape[-1]} values for {c} channels", ValueError)

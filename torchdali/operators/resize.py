@@ -18,20 +18,21 @@ _MODES = ("default", "stretch", "not_larger", "not_smaller")
 
 
 def _adjust_output_size(out, in_size, mode, max_size):
-    """DALI's ResizeAttr::AdjustOutputSize over a batch: `out` and `in_size` are float32
-    [N, 2] arrays (out is modified); 0 in `out` means "keep the aspect ratio"."""
+    """DALI's AdjustOutputSize over a batch: `out` and `in_size` are float32 [N, k] arrays
+    (out is modified); 0 in `out` means "keep the aspect ratio"."""
     mask = (out != 0) & (in_size != 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = np.where(in_size != 0, out.astype(np.float64) / in_size, 1.0)
     provided = mask.sum(axis=1)
     none = provided == 0
     if mode in ("default", "stretch"):
-        if mode == "default":  # with 2 axes, "some but not all given" is one axis: its scale
+        if mode == "default":  # the axes not given take the geometric mean of the given axes' scales
             avg = np.abs(np.where(mask, scale, 1.0)).prod(axis=1)
+            avg = np.where(provided > 1, avg ** (1.0 / np.maximum(provided, 1)), avg)
             fill = (in_size * avg[:, None]).astype(_F32)
         else:
             fill = in_size
-        partial = (provided > 0) & (provided < 2)
+        partial = (provided > 0) & (provided < out.shape[1])
         out = np.where(partial[:, None] & ~mask, fill, out)
         if max_size is not None:
             limit = np.asarray(max_size, np.float64)
@@ -39,22 +40,28 @@ def _adjust_output_size(out, in_size, mode, max_size):
             out = np.where(over, np.copysign(limit, out), out).astype(_F32)
         return np.where(none[:, None], in_size, out)
     s = np.abs(scale).astype(_F32).astype(np.float64)
-    pick = np.maximum if mode == "not_smaller" else np.minimum
-    final = np.where(mask[:, 0] & mask[:, 1], pick(s[:, 0], s[:, 1]), np.where(mask[:, 0], s[:, 0], s[:, 1]))
+    if mode == "not_smaller":
+        final = np.where(mask, s, -np.inf).max(axis=1)
+    else:
+        final = np.where(mask, s, np.inf).min(axis=1)
     if max_size is not None:
-        for d in range(2):
-            if max_size[d] > 0:
+        for d, limit in enumerate(max_size):
+            if limit > 0:
                 with np.errstate(divide="ignore"):
-                    final = np.minimum(final, float(max_size[d]) / in_size[:, d].astype(np.float64))
+                    final = np.minimum(final, float(limit) / in_size[:, d].astype(np.float64))
     change = ~mask | (np.abs(scale) != final[:, None])
     scale = np.where(change, np.copysign(final[:, None], scale), scale)
     out = np.where(change, (in_size * scale).astype(_F32), out)
     return np.where(none[:, None], in_size, out)
 
 
-def output_sizes(op, requested, lo, hi, mode, max_size, subpixel_scale):
-    """(out sizes [N, 2] int64, roi_lo, roi_hi [N, 2] float32) as DALI's
-    ResizeAttr::CalculateSampleParams computes them, in float32, for the whole batch."""
+def output_sizes(op, requested, lo, hi, mode, max_size, subpixel_scale, alignment=0.5, rounding=None,
+                 empty=None):
+    """(out sizes [N, k] int64, roi_lo, roi_hi [N, k] float32) as DALI's CalculateSampleParams
+    computes them, in float32, for the whole batch. `alignment`: the point of the ROI an
+    adjusted ROI keeps (0 start, 0.5 center, 1 end; [N, k] or a number); `rounding`: of the
+    fractional sizes (float64 array -> int64 array; default half away from zero); `empty`:
+    [N] samples without elements, whose sizes may be 0."""
     req = requested.astype(_F32)
     lo, hi = lo.astype(_F32), hi.astype(_F32)
     in_size = hi - lo
@@ -63,19 +70,21 @@ def output_sizes(op, requested, lo, hi, mode, max_size, subpixel_scale):
     req = np.where(flipped, -req, req)
     in_size = np.abs(in_size)
     out = _adjust_output_size(req, in_size, mode, max_size).astype(_F32)
-    empty = (lo == hi) & (out != 0)
-    if empty.any():
-        i = int(np.argmax(empty.any(axis=1)))
+    empty_roi = (lo == hi) & (out != 0)
+    if empty_roi.any():
+        i = int(np.argmax(empty_roi.any(axis=1)))
         raise op.error(f"sample {i}: Cannot produce non-empty output from empty input", ValueError, sample=i)
     o = out.astype(np.float64)
-    size = np.maximum(1, round_half_away(np.abs(o)))
+    least = 1 if empty is None else np.where(np.asarray(empty)[:, None], 0, 1)
+    size = np.maximum(least, (rounding or round_half_away)(np.abs(o)))
     neg = o < 0
     lo, hi = np.where(neg, hi, lo), np.where(neg, lo, hi)
     if subpixel_scale:
         adjust = size != np.abs(o)
         with np.errstate(divide="ignore", invalid="ignore"):
             adj = np.clip(size / np.abs(o), -10.0, 10.0)
-        center = (lo.astype(np.float64) + hi) * 0.5
+        a = np.asarray(alignment, np.float64)
+        center = (1.0 - a) * lo + a * hi
         new_lo = np.clip(center + (lo - center) * adj, -1e9, 1e9).astype(_F32)
         new_hi = np.clip(center + (hi - center) * adj, -1e9, 1e9).astype(_F32)
         lo, hi = np.where(adjust, new_lo, lo), np.where(adjust, new_hi, hi)
@@ -180,6 +189,24 @@ class Resize(Operator):
             raise ValueError(f"resize: 'max_size' must have 1 or 2 values, got {ms}")
         self._max_size = None if ms is None else (list(ms) * 2)[:2]
         self._given = given
+        self._fixed = self._fixed_size(spec)
+        self._filters = {}  # n -> filters(args, n), when no filter argument is per sample
+
+    def _fixed_size(self, spec):
+        """The output size (height, width) when the arguments alone decide it, for every
+        non-empty image: constant, positive, whole-pixel extents on both axes, without a ROI,
+        a maximum or an aspect-ratio mode. Then a batch skips the size arithmetic."""
+        if self._has_roi or self._max_size is not None or self._mode not in ("default", "stretch") or \
+                any(n in spec.arg_input_names for n in self._size_args):
+            return None
+        a = spec.args
+        v = [a.get("resize_y"), a.get("resize_x")] if self._sep else list(a.get("size") or ())
+        if self._size_arg not in (None, "size") or len(v) != 2 or any(x is None for x in v):
+            return None
+        hw = np.asarray(v, _F32)
+        if not ((hw >= 1) & (hw == np.round(hw)) & (hw < 2 ** 31)).all():  # larger: refused by the general path
+            return None
+        return hw.astype(np.int64)
 
     def plan(self, inputs):
         plan_images(self, inputs[0])
@@ -233,12 +260,25 @@ class Resize(Operator):
             return [batch]
         images = image_batch(self, batch)
         n = len(images)
-        lo, hi = self._roi(args, images.hw)
-        sizes, lo, hi = output_sizes(self, self._requested(args, n), lo, hi, self._mode, self._max_size,
-                                     args["subpixel_scale"])
+        if self._fixed is not None and images.hw.all():
+            sizes = np.broadcast_to(self._fixed, (n, 2))
+            lo, hi = np.zeros((n, 2), _F32), images.hw.astype(_F32)
+        else:
+            lo, hi = self._roi(args, images.hw)
+            sizes, lo, hi = output_sizes(self, self._requested(args, n), lo, hi, self._mode, self._max_size,
+                                         args["subpixel_scale"])
         refuse_huge_outputs(self, sizes, self._size_args)
         out_dtype = _out_dtype(self, images.dtype, args["dtype"])
-        return [resample(images, sizes, lo, hi, filters(args, n), args["antialias"], out_dtype, batch.device)]
+        return [resample(images, sizes, lo, hi, self._batch_filters(args, n), args["antialias"], out_dtype,
+                         batch.device)]
+
+    def _batch_filters(self, args, n):
+        """filters(args, n), computed once per batch size where no filter is per sample."""
+        if any(args.is_per_sample(name) for name in ("interp_type", "min_filter", "mag_filter")):
+            return filters(args, n)
+        if n not in self._filters:
+            self._filters[n] = filters(args, n)
+        return self._filters[n]
 
 
 def _single_or_pair(v):
