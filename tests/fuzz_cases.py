@@ -72,6 +72,14 @@ OPERATORS = {
     "gaussian_blur": ({"sigma": 1.5}, {"sigma": "floats", "window_size": "ints"}),
     "jitter": ({"nDegree": 2}, {"nDegree": "int", "fill_value": "float"}),
     "cast": ({"dtype": "FLOAT"}, {}),
+    "resize_crop_mirror": ({"resize_x": 8.0, "resize_y": 8.0, "crop": (4, 4)},
+                           {"resize_x": "float", "resize_y": "float", "crop": "floats2", "crop_pos_x": "float",
+                            "crop_pos_y": "float", "mirror": "int", "max_size": "floats"}),
+    "tensor_resize": ({"sizes": (5, 7), "axes": (0, 1)}, {"sizes": "floats2", "scales": "floats2", "axes": "ints",
+                                                          "max_size": "floats", "roi_start": "floats2",
+                                                          "roi_end": "floats2"}),
+    "multi_paste": ({"in_ids": [1, 0], "output_size": (12, 12)}, {"output_size": "ints", "out_anchors": "floats2",
+                                                                  "in_anchors": "floats2", "shapes": "floats2"}),
 }
 
 

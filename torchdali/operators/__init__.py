@@ -3,3 +3,5 @@ from . import plumbing, arithmetic, conversions, random, external_source, reader
 from . import slicing, paste, decoder_crops, warp, normalize, filters, jitter, transforms, coordinates, box_encoder, segmentation, bbox_crop  # noqa: F401
 from . import python_function  # noqa: F401
 from . import conditional  # noqa: F401
+from . import bbox_rotate, region_crops  # noqa: F401
+from . import multi_paste, tensor_resize, resize_crop_mirror  # noqa: F401

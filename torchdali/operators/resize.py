@@ -172,12 +172,13 @@ class Resize(Operator):
         self._sep = given("resize_x") or given("resize_y")
         methods = self._sep + given("size") + given("resize_shorter") + given("resize_longer")
         if methods != 1:
-            raise ValueError("resize: exactly one way of giving the size must be used: resize_x/resize_y, "
-                             "size, resize_shorter or resize_longer")
+            raise ValueError(f"{spec.schema.name}: exactly one way of giving the size must be used: "
+                             "resize_x/resize_y, size, resize_shorter or resize_longer")
         if given("resize_shorter") + given("resize_longer") + given("mode") > 1:
-            raise ValueError("resize: 'resize_shorter', 'resize_longer' and 'mode' are mutually exclusive")
+            raise ValueError(f"{spec.schema.name}: 'resize_shorter', 'resize_longer' and 'mode' are mutually "
+                             "exclusive")
         if given("roi_start") != given("roi_end"):
-            raise ValueError("resize: 'roi_start' and 'roi_end' must be given together")
+            raise ValueError(f"{spec.schema.name}: 'roi_start' and 'roi_end' must be given together")
         self._has_roi = given("roi_start")
         self._size_args = [n for n in ("size", "resize_x", "resize_y", "resize_shorter", "resize_longer") if given(n)]
         self._size_arg = "size" if given("size") else "resize_shorter" if given("resize_shorter") else \
@@ -186,7 +187,7 @@ class Resize(Operator):
                       else a.get("mode") or "default")
         ms = a.get("max_size")
         if ms is not None and len(ms) not in (1, 2):
-            raise ValueError(f"resize: 'max_size' must have 1 or 2 values, got {ms}")
+            raise ValueError(f"{spec.schema.name}: 'max_size' must have 1 or 2 values, got {ms}")
         self._max_size = None if ms is None else (list(ms) * 2)[:2]
         self._given = given
         self._fixed = self._fixed_size(spec)
@@ -260,17 +261,19 @@ class Resize(Operator):
             return [batch]
         images = image_batch(self, batch)
         n = len(images)
-        if self._fixed is not None and images.hw.all():
-            sizes = np.broadcast_to(self._fixed, (n, 2))
-            lo, hi = np.zeros((n, 2), _F32), images.hw.astype(_F32)
-        else:
-            lo, hi = self._roi(args, images.hw)
-            sizes, lo, hi = output_sizes(self, self._requested(args, n), lo, hi, self._mode, self._max_size,
-                                         args["subpixel_scale"])
+        sizes, lo, hi = self._sizes(args, images.hw)
         refuse_huge_outputs(self, sizes, self._size_args)
         out_dtype = _out_dtype(self, images.dtype, args["dtype"])
         return [resample(images, sizes, lo, hi, self._batch_filters(args, n), args["antialias"], out_dtype,
                          batch.device)]
+
+    def _sizes(self, args, hw):
+        """(output sizes [N, 2] int64, input windows lo, hi [N, 2] float32) for images of sizes `hw`."""
+        n = len(hw)
+        if self._fixed is not None and hw.all():
+            return np.broadcast_to(self._fixed, (n, 2)), np.zeros((n, 2), _F32), hw.astype(_F32)
+        lo, hi = self._roi(args, hw)
+        return output_sizes(self, self._requested(args, n), lo, hi, self._mode, self._max_size, args["subpixel_scale"])
 
     def _batch_filters(self, args, n):
         """filters(args, n), computed once per batch size where no filter is per sample."""
