@@ -55,6 +55,74 @@ def write_photo_dataset(root, num_images=4096, seed=0, workers=None):
                                 workers=workers or os.cpu_count() or 1, **PHOTO_SET)
 
 
+# The COCO-format set's categories: ids with gaps, as COCO's own (1..90 for 80 classes).
+COCO_CATEGORIES = [{"id": 3, "name": "disc"}, {"id": 7, "name": "box"}, {"id": 11, "name": "wedge"}]
+
+
+def write_coco_dataset(root, num_images=32, seed=0):
+    """A small detection / segmentation set in COCO's format under `root` (skipped if
+    already complete): `images/` with JPEGs of 160-320 px a side, each with 0-4 objects
+    (a disc, a box or a wedge, drawn opaque on a textured background), and
+    `annotations.json` with each object's box (x, y, w, h), its outline as a polygon, its
+    area and category (ids 3, 7, 11). Returns (images folder, annotations file)."""
+    import json
+
+    images_dir, annotations = os.path.join(root, "images"), os.path.join(root, "annotations.json")
+    marker = os.path.join(root, f".complete-coco-{num_images}-{seed}")
+    if os.path.exists(marker):
+        return images_dir, annotations
+    os.makedirs(images_dir, exist_ok=True)
+    rng = np.random.default_rng([seed, 2 << 20])
+    scene = _scene(rng, 640)
+    doc = {"images": [], "annotations": [], "categories": COCO_CATEGORIES}
+    for i in range(num_images):
+        h, w = (int(v) for v in rng.integers(160, 321, 2))
+        y, x = (int(v) for v in rng.integers(0, 640 - 320 + 1, 2))
+        picture = scene[y:y + h, x:x + w].copy()
+        for _ in range(int(rng.integers(0, 5))):
+            category, outline = _object(rng, h, w)
+            picture = _paint(picture, outline, rng.uniform(20, 235, 3))
+            xs, ys = outline[:, 0], outline[:, 1]
+            doc["annotations"].append({
+                "id": len(doc["annotations"]) + 1, "image_id": i + 1, "category_id": category, "iscrowd": 0,
+                "bbox": [float(xs.min()), float(ys.min()), float(xs.max() - xs.min()), float(ys.max() - ys.min())],
+                "area": float(0.5 * abs(np.dot(xs, np.roll(ys, 1)) - np.dot(ys, np.roll(xs, 1)))),
+                "segmentation": [[round(float(v), 2) for v in outline.reshape(-1)]]})
+        name = f"{i + 1:06d}.jpg"
+        from PIL import Image
+        with open(os.path.join(images_dir, name), "wb") as f:
+            f.write(_save(Image.fromarray(np.clip(picture, 0, 255).astype(np.uint8)), 92))
+        doc["images"].append({"id": i + 1, "file_name": name, "height": h, "width": w})
+    with open(annotations, "w") as f:
+        json.dump(doc, f)
+    open(marker, "w").close()
+    return images_dir, annotations
+
+
+def _object(rng, h, w):
+    """(category id, outline [k, 2] as (x, y) points) of one object inside an h x w picture."""
+    category = int(rng.choice([c["id"] for c in COCO_CATEGORIES]))
+    r = rng.uniform(0.08, 0.3) * min(h, w)
+    cx, cy = rng.uniform(r, w - r), rng.uniform(r, h - r)
+    if category == 3:  # a disc
+        t = np.linspace(0, 2 * np.pi, 16, endpoint=False)
+    elif category == 7:  # a box, turned
+        t = np.pi / 4 + np.arange(4) * np.pi / 2 + rng.uniform(0, np.pi / 2)
+    else:  # a wedge
+        t = np.sort(rng.uniform(0, 2 * np.pi, 3))
+    return category, np.stack([cx + r * np.cos(t), cy + r * np.sin(t)], axis=1)
+
+
+def _paint(picture, outline, colour):
+    """`picture` with the polygon `outline` filled with `colour`."""
+    from PIL import Image, ImageDraw
+
+    mask = Image.new("L", (picture.shape[1], picture.shape[0]), 0)
+    ImageDraw.Draw(mask).polygon([tuple(p) for p in outline], fill=255)
+    inside = np.asarray(mask)[..., None] > 0
+    return np.where(inside, colour.astype(np.float32), picture)
+
+
 def describe_dataset(root, max_probe=2000):
     """Image count, class count, mean width/height and mean file size of an image folder
     (the pixel sizes from the headers of up to `max_probe` files spread over the set)."""

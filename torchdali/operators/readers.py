@@ -186,6 +186,7 @@ class FileReader(Operator):
         self.shard_id, self.num_shards = resolve_shards(a["shard_id"], a["num_shards"],
                                                         f"{self.name} ('{spec.name}')")
         self._check_args(a)
+        self._check_order(a)
         self.pad = a["pad_last_batch"]
         self.shuffle = a["random_shuffle"]
         self.shuffle_after_epoch = a["shuffle_after_epoch"]
@@ -213,6 +214,9 @@ class FileReader(Operator):
                              "labels and files must have the same length", ValueError)
         if a["file_list"] == "":
             raise self.error("file_list cannot be an empty string", ValueError)
+
+    def _check_order(self, a):
+        """The shuffling arguments' conflicts (shared by the readers built on this one)."""
         if a["shuffle_after_epoch"] and a["random_shuffle"]:
             raise self.error("shuffle_after_epoch and random_shuffle cannot both be True", ValueError)
         if a["shuffle_after_epoch"] and a["stick_to_shard"]:
@@ -221,6 +225,27 @@ class FileReader(Operator):
     # --- the dataset ---
     def _prepare(self):
         """List the (name, label) pairs and put the reader at the start of its shard."""
+        root, entries = self._list_entries()
+        if self.num_shards > len(entries):
+            raise self.error(f"num_shards = {self.num_shards} is larger than the number of files "
+                             f"({len(entries)})", ValueError)
+        self.root = root or ""
+        self.entries = entries
+        self.size = len(entries)
+        # Per entry, once: its name as listed (source_info), its path and its label.
+        self.names = [name for name, _ in entries]
+        self.paths = [_join(self.root, name) for name in self.names]
+        self.labels = torch.tensor([[label] for _, label in entries], dtype=torch.int32)
+        starts = [_start_index(s, self.num_shards, self.size) for s in range(self.num_shards + 1)]
+        self.shard_ranges = list(zip(starts[:-1], starts[1:]))
+        base = np.arange(self.size)
+        if self.shuffle:  # once, with a fixed seed, so that the shards stay disjoint
+            base = np.random.Generator(np.random.PCG64(_LIST_SEED)).permutation(self.size)
+        self.base_order = base
+        self._restart()
+
+    def _list_entries(self):
+        """The root of relative names and the (name, label) pairs to read."""
         a = self.spec.args
         root = a["file_root"]
         if a["files"] is not None:
@@ -236,26 +261,10 @@ class FileReader(Operator):
         if not entries:
             where = f"'{a['file_list']}'" if a["file_list"] else f"'{root}' matching {a['file_filters']}"
             raise self.error(f"no files found in {where}", ValueError)
-        if self.num_shards > len(entries):
-            raise self.error(f"num_shards = {self.num_shards} is larger than the number of files "
-                             f"({len(entries)})", ValueError)
         for _, label in entries:
             if not -2**31 <= label < 2**31:
                 raise self.error(f"label {label} does not fit in int32", ValueError)
-        self.root = root or ""
-        self.entries = entries
-        self.size = len(entries)
-        # Per entry, once: its name as listed (source_info), its path and its label.
-        self.names = [name for name, _ in entries]
-        self.paths = [_join(self.root, name) for name in self.names]
-        self.labels = torch.tensor([[label] for _, label in entries], dtype=torch.int32)
-        starts = [_start_index(s, self.num_shards, self.size) for s in range(self.num_shards + 1)]
-        self.shard_ranges = list(zip(starts[:-1], starts[1:]))
-        base = np.arange(self.size)
-        if self.shuffle:  # once, with a fixed seed, so that the shards stay disjoint
-            base = np.random.Generator(np.random.PCG64(_LIST_SEED)).permutation(self.size)
-        self.base_order = base
-        self._restart()
+        return root, entries
 
     def _restart(self):
         """The state right after DALI's PrepareMetadata: nothing read yet."""
@@ -389,17 +398,19 @@ class FileReader(Operator):
         if self.entries is None:
             self._prepare()
         picks = self._next_batch(ctx.batch_size)
-        names = [self.names[e] for e in picks]
+        labels = self.labels[torch.tensor(picks, dtype=torch.int64)]
+        return [self._read(picks),
+                TensorList.make(labels, layout="", device="cpu", source_info=[""] * len(picks))]
+
+    def _read(self, picks):
+        """The files of entries `picks` in one buffer (the decoders take it whole), with the
+        names as listed as source info (DALI sets it on the contents only)."""
         try:
             files = read_files([self.paths[e] for e in picks])
         except RuntimeError as e:  # the kernel's message names the file and the reason
             raise self.error(str(e).splitlines()[0]) from None
-        labels = self.labels[torch.tensor(picks, dtype=torch.int64)]
-        # One buffer for the batch's files (the decoders take it whole); DALI sets the
-        # source info (the name as listed) on the contents only.
-        contents = TensorList.from_flat(files.data, files.spans[:, 1:].numpy(), device="cpu", source_info=names)
-        return [contents,
-                TensorList.make(labels, layout="", device="cpu", source_info=[""] * len(picks))]
+        names = [self.names[e] for e in picks]
+        return TensorList.from_flat(files.data, files.spans[:, 1:].numpy(), device="cpu", source_info=names)
 
     def meta(self):
         if self.entries is None:
