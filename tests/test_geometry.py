@@ -125,9 +125,52 @@ def test_crop_errors():
     with pytest.raises(ValueError, match="outside"):
         run(torchdali, "crop", crop=(5, 5))
     with pytest.raises(TypeError, match="not supported"):
-        run(torchdali, "crop", [im.astype(np.int32) for im in IMAGES], crop=(1, 1))
+        run(torchdali, "crop", [im.astype(np.float64) for im in IMAGES], crop=(1, 1))
     with pytest.raises(ValueError, match="rounding"):
         run(torchdali, "crop", crop=(1, 1), rounding="floor")
+
+
+LABELS = [RNG.integers(-5, 2 ** 20, (h, w, 2)).astype(np.int64) for h, w in SIZES]
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64])
+@pytest.mark.parametrize("case", ["center", "pad", "trim", "float_out"])
+def test_crop_label_maps_of_any_integer_type(dtype, case):
+    """Masks and label maps (integer images) are cut as they are: every value kept, HWC and
+    CHW, one size or several, inside the images or padded."""
+    kwargs, ref = CROP_CASES[case]
+    kwargs = {k: v for k, v in kwargs.items() if k != "fill_values"}
+    ref = {k: v for k, v in ref.items() if k != "fill"}
+    labels = [im.astype(dtype) for im in LABELS]
+    got, _ = run(torchdali, "crop", labels, **kwargs)
+    assert_batches_equal(got, [crop_reference(im, **ref) for im in labels])
+    chw = [im.transpose(2, 0, 1) for im in labels]
+    got, layout = run(torchdali, "crop", chw, layout="CHW", **kwargs)
+    assert layout == "CHW"
+    assert_batches_equal(got, [crop_reference(im, **ref).transpose(2, 0, 1) for im in labels])
+    same = [labels[0]] * 3  # a dense batch: one gather
+    got, _ = run(torchdali, "crop", same, **kwargs)
+    assert_batches_equal(got, [crop_reference(im, **ref) for im in same])
+
+
+@requires_cuda
+def test_crop_label_maps_on_the_gpu_equal_the_cpu():
+    labels = [im.astype(np.int32) for im in LABELS]
+    for kwargs in (dict(crop=(3, 4), out_of_bounds_policy="trim_to_shape"),
+                   dict(crop=(20, 30), out_of_bounds_policy="pad", fill_values=[9, -3])):
+        assert_batches_equal(run_operator(torchdali, "crop", labels, device="gpu", **kwargs)[0],
+                             run(torchdali, "crop", labels, **kwargs)[0])
+
+
+def test_crop_label_maps_match_dali():
+    dali = dali_or_skip()
+    for dtype in (np.int16, np.int32, np.int64):
+        labels = [im.astype(dtype) for im in LABELS]
+        for kwargs in (dict(crop=(3, 4), crop_pos_x=0.3, out_of_bounds_policy="trim_to_shape"),
+                       dict(crop=(20, 30), out_of_bounds_policy="pad", fill_values=[9, -3])):
+            ours, _ = run(torchdali, "crop", labels, **kwargs)
+            theirs, _ = run(dali, "crop", labels, **kwargs)
+            assert_batches_equal(ours, theirs)
 
 
 # --- transpose ---

@@ -11,7 +11,7 @@ from .. import types
 from ..schema import DTYPE, FLOAT, FLOATS, STR, Arg, register
 from ..tensor_list import TensorList
 from .base import BatchSpec, Operator
-from .images import check_channels, image_batch, plan_images
+from .images import IMAGE_DTYPES, check_channels, image_batch, plan_images
 from .windows import crop_windows, fit_windows, whole_images
 
 _POLICIES = ("error", "pad", "trim_to_shape")
@@ -102,6 +102,39 @@ def crop_normalize(images, windows, *, out_dtype, out_chw, fill, device, mirror=
     return TensorList.make(outs, layout, device=device)
 
 
+# Integer images (label maps, masks) that crop takes beside IMAGE_DTYPES, as DALI's crop does;
+# they are cut by indexing, not by the normalizing kernel.
+LABEL_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64)
+
+
+def cut(images, windows, fill, out_dtype):
+    """`images` (an ImageBatch) cut to `windows` ([N, 4] (y, x, h, w)) by indexing, `fill`
+    ([1] or one per channel) where a window leaves its image: any element type. One gather
+    for a dense batch whose windows share a size, one per sample otherwise."""
+    h_axis = 1 if images.chw else 0
+
+    def take(pixels, win):  # pixels [n, H, W, C] (or [n, C, H, W]), win [n, 4] -> the cut samples
+        n, size = len(win), pixels.shape[h_axis + 1:h_axis + 3]
+        ys = torch.from_numpy(win[:, :1] + np.arange(win[0, 2]))
+        xs = torch.from_numpy(win[:, 1:2] + np.arange(win[0, 3]))
+        inside = ((ys >= 0) & (ys < size[0]))[:, :, None] & ((xs >= 0) & (xs < size[1]))[:, None, :]
+        ys, xs = ys.clamp(0, max(size[0] - 1, 0)), xs.clamp(0, max(size[1] - 1, 0))
+        rows = torch.arange(n)[:, None, None]
+        if images.chw:
+            out = pixels[rows, :, ys[:, :, None], xs[:, None, :]].permute(0, 3, 1, 2)
+            inside, values = inside[:, None], fill.reshape(1, -1, 1, 1)
+        else:
+            out, inside, values = pixels[rows, ys[:, :, None], xs[:, None, :]], inside[..., None], fill.reshape(1, 1, 1, -1)
+        out = torch.where(inside.to(out.device), out.to(out_dtype), values.to(out.device, out_dtype))
+        return out.contiguous()
+
+    layout = images.layout
+    if images.dense is not None and (windows[:, 2:] == windows[0, 2:]).all():
+        return TensorList.make(take(images.dense, windows), layout, device=images.batch.device)
+    return TensorList.make([take(s[None], windows[i:i + 1])[0] for i, s in enumerate(images.samples)], layout,
+                           device=images.batch.device)
+
+
 @register("crop", devices=("cpu", "gpu"), inputs=(1, 1), aliases=("Crop",),
           deprecated_args={"output_dtype": "dtype", "image_type": None},
           args=CROP_ARGS + [
@@ -112,10 +145,11 @@ def crop_normalize(images, windows, *, out_dtype, out_chw, fill, device, mirror=
           ])
 class Crop(Operator):
     """Crop a window of each HWC or CHW image at (crop_pos_y, crop_pos_x); windows outside
-    the image follow out_of_bounds_policy."""
+    the image follow out_of_bounds_policy. Integer images (masks, label maps of int8 to
+    int64) are cut with every value kept, as DALI's crop does."""
 
     def plan(self, inputs):
-        plan_images(self, inputs[0])
+        plan_images(self, inputs[0], IMAGE_DTYPES + LABEL_DTYPES)
         a = self.spec.args
         self.out_dtype = types.to_torch_type(a["dtype"]) if a["dtype"] is not None else None
         return [BatchSpec(inputs[0].device, self.out_dtype or inputs[0].dtype, 3, inputs[0].layout)], self.step
@@ -124,7 +158,7 @@ class Crop(Operator):
         batch = inputs[0]
         if len(batch) == 0:
             return [batch]
-        images = image_batch(self, batch)
+        images = image_batch(self, batch, IMAGE_DTYPES + LABEL_DTYPES)
         check_channels(self, images)
         out_dtype = self.out_dtype or images.dtype
         fill = output_fill(out_dtype, args["fill_values"])
@@ -134,5 +168,7 @@ class Crop(Operator):
         windows = crop_windows(self, images.hw, args, args["rounding"])
         windows = whole_images(images.hw) if windows is None else \
             fit_windows(self, windows, images.hw, args["out_of_bounds_policy"])
+        if images.dtype in LABEL_DTYPES:
+            return [cut(images, windows, fill, out_dtype)]
         return [crop_normalize(images, windows, out_dtype=out_dtype, out_chw=images.chw, fill=fill,
                                device=batch.device)]

@@ -16,20 +16,20 @@ def _layout_error(op, layout):
     return op.error(f"input layout '{layout}' is not supported; give HWC or CHW images ({_NOT_2D})", ValueError)
 
 
-def _dtype_error(op, dtype):
-    return op.error(f"input type {types.to_dali_type(dtype)} is not supported; give uint8, float16 or float32 "
-                    "images", TypeError)
+def _dtype_error(op, dtype, dtypes=IMAGE_DTYPES):
+    names = ", ".join(str(d).replace("torch.", "") for d in dtypes[:-1]) + " or " + str(dtypes[-1]).replace("torch.", "")
+    return op.error(f"input type {types.to_dali_type(dtype)} is not supported; give {names} images", TypeError)
 
 
-def plan_images(op, spec):
+def plan_images(op, spec, dtypes=IMAGE_DTYPES):
     """Build-time: what is known of an image input must fit (unknown properties pass)."""
     if spec.layout and spec.layout not in IMAGE_LAYOUTS:
         raise _layout_error(op, spec.layout)
     if spec.ndim is not None and spec.ndim != 3:
         raise op.error(f"input samples have {spec.ndim} dims; expected {spec.layout or 'HWC'} images ({_NOT_2D})",
                        ValueError)
-    if spec.dtype is not None and spec.dtype not in IMAGE_DTYPES:
-        raise _dtype_error(op, spec.dtype)
+    if spec.dtype is not None and spec.dtype not in dtypes:
+        raise _dtype_error(op, spec.dtype, dtypes)
 
 
 class ImageBatch:
@@ -62,9 +62,10 @@ class ImageBatch:
         return "CHW" if self.chw else "HWC"
 
 
-def image_batch(op, batch):
+def image_batch(op, batch, dtypes=IMAGE_DTYPES):
     """The batch as an ImageBatch; errors name the operator and the first sample that is
-    not an image of the batch's layout and a supported type (a dense batch is checked once)."""
+    not an image of the batch's layout and a supported type (one of `dtypes`; a dense batch
+    is checked once)."""
     layout = batch.layout() or "HWC"
     if layout not in IMAGE_LAYOUTS:
         raise _layout_error(op, layout)
@@ -73,8 +74,8 @@ def image_batch(op, batch):
         return ImageBatch(batch, chw, np.zeros((0, 2), np.int64), np.zeros(0, np.int64), None)
     shapes = image_shapes(op, batch, layout)
     dtype = types.to_torch_type(batch.dtype)
-    if dtype not in IMAGE_DTYPES:
-        raise _dtype_error(op, dtype)
+    if dtype not in dtypes:
+        raise _dtype_error(op, dtype, dtypes)
     return ImageBatch(batch, chw, shapes[:, 1:] if chw else shapes[:, :2], shapes[:, 0] if chw else shapes[:, 2],
                       dtype)
 
