@@ -227,12 +227,12 @@ def test_bad_per_sample_values_name_operator_and_argument():
         run(torchdali, "rotate", angle=3, arg_inputs=dict(size=[np.array([0, 5], np.float32)] * len(IMAGES)))
 
 
-def test_volumes_and_sequences_are_rejected_clearly():
+def test_volumes_are_rejected_clearly():  # sequences are taken frame by frame: tests/test_sequences.py
     vol = [np.zeros((4, 5, 6, 1), np.uint8)]
-    with pytest.raises(ValueError, match="rotate.*3D volumes and sequences are not supported"):
+    with pytest.raises(ValueError, match="rotate.*FHWC or FCHW sequences .3D volumes are not supported"):
         run(torchdali, "rotate", vol, layout="DHWC", angle=10)
-    with pytest.raises(ValueError, match="warp_affine.*3D volumes and sequences are not supported"):
-        run(torchdali, "warp_affine", vol, layout="FHWC", matrix=[1, 0, 0, 0, 1, 0])
+    with pytest.raises(ValueError, match="warp_affine.*FHWC or FCHW sequences .3D volumes are not supported"):
+        run(torchdali, "warp_affine", vol, layout="DHWC", matrix=[1, 0, 0, 0, 1, 0])
 
 
 # --- GPU ---

@@ -11,7 +11,7 @@ from .. import types
 from ..schema import DTYPE, FLOAT, FLOATS, STR, Arg, register
 from ..tensor_list import TensorList
 from .base import BatchSpec, Operator
-from .images import IMAGE_DTYPES, check_channels, image_batch, plan_images
+from .images import IMAGE_DTYPES, check_channels, image_batch, image_ndim, over_frames, plan_images
 from .windows import crop_windows, fit_windows, whole_images
 
 _POLICIES = ("error", "pad", "trim_to_shape")
@@ -144,15 +144,16 @@ def cut(images, windows, fill, out_dtype):
                   choices=(types.FLOAT, types.FLOAT16, types.UINT8)),
           ])
 class Crop(Operator):
-    """Crop a window of each HWC or CHW image at (crop_pos_y, crop_pos_x); windows outside
-    the image follow out_of_bounds_policy. Integer images (masks, label maps of int8 to
+    """Crop a window of each HWC or CHW image (or of every frame of an FHWC / FCHW sequence) at
+    (crop_pos_y, crop_pos_x); windows outside the image follow out_of_bounds_policy. Integer images (masks, label maps of int8 to
     int64) are cut with every value kept, as DALI's crop does."""
 
     def plan(self, inputs):
-        plan_images(self, inputs[0], IMAGE_DTYPES + LABEL_DTYPES)
+        plan_images(self, inputs[0], IMAGE_DTYPES + LABEL_DTYPES, sequences=True)
         a = self.spec.args
         self.out_dtype = types.to_torch_type(a["dtype"]) if a["dtype"] is not None else None
-        return [BatchSpec(inputs[0].device, self.out_dtype or inputs[0].dtype, 3, inputs[0].layout)], self.step
+        return [BatchSpec(inputs[0].device, self.out_dtype or inputs[0].dtype, image_ndim(inputs[0]),
+                          inputs[0].layout)], over_frames(self, self.step)
 
     def step(self, inputs, args, ctx):
         batch = inputs[0]

@@ -1,18 +1,26 @@
 """Batches of 2D images as the image operators take them: HWC (or no layout) and CHW
-samples of uint8, float16 or float32. The build-time check (`plan_images`) and the
-per-batch one (`image_batch`) say the same things with the same words."""
+samples of uint8, float16 or float32 (an operator may take more types), and, for operators
+wrapped by `over_frames`, FHWC / FCHW sequences taken frame by frame. The build-time check
+(`plan_images`) and the per-batch one (`image_batch`) say the same things with the same words."""
+import dataclasses
+
 import numpy as np
 import torch
 
 from .. import types
+from ..tensor_list import TensorList
 from ..settings import MAX_IMAGE_PIXELS_VARIABLE, max_image_pixels
 
 IMAGE_LAYOUTS = ("HWC", "CHW")
+SEQUENCE_LAYOUTS = ("FHWC", "FCHW")
 IMAGE_DTYPES = (torch.uint8, torch.float16, torch.float32)
 _NOT_2D = "3D volumes and sequences are not supported"
 
 
-def _layout_error(op, layout):
+def _layout_error(op, layout, sequences=False):
+    if sequences:
+        return op.error(f"input layout '{layout}' is not supported; give HWC or CHW images, or FHWC or FCHW "
+                        "sequences (3D volumes are not supported)", ValueError)
     return op.error(f"input layout '{layout}' is not supported; give HWC or CHW images ({_NOT_2D})", ValueError)
 
 
@@ -21,13 +29,18 @@ def _dtype_error(op, dtype, dtypes=IMAGE_DTYPES):
     return op.error(f"input type {types.to_dali_type(dtype)} is not supported; give {names} images", TypeError)
 
 
-def plan_images(op, spec, dtypes=IMAGE_DTYPES):
-    """Build-time: what is known of an image input must fit (unknown properties pass)."""
-    if spec.layout and spec.layout not in IMAGE_LAYOUTS:
-        raise _layout_error(op, spec.layout)
-    if spec.ndim is not None and spec.ndim != 3:
-        raise op.error(f"input samples have {spec.ndim} dims; expected {spec.layout or 'HWC'} images ({_NOT_2D})",
-                       ValueError)
+def plan_images(op, spec, dtypes=IMAGE_DTYPES, sequences=False):
+    """Build-time: what is known of an image input must fit (unknown properties pass).
+    `sequences`: the operator also takes sequences of images (FHWC, FCHW; see over_frames)."""
+    if sequences and spec.layout in SEQUENCE_LAYOUTS:
+        if spec.ndim is not None and spec.ndim != 4:
+            raise op.error(f"input samples have {spec.ndim} dims; expected {spec.layout} sequences", ValueError)
+    else:
+        if spec.layout and spec.layout not in IMAGE_LAYOUTS:
+            raise _layout_error(op, spec.layout, sequences)
+        if spec.ndim is not None and spec.ndim != 3:
+            raise op.error(f"input samples have {spec.ndim} dims; expected {spec.layout or 'HWC'} images "
+                           f"({_NOT_2D})", ValueError)
     if spec.dtype is not None and spec.dtype not in dtypes:
         raise _dtype_error(op, spec.dtype, dtypes)
 
@@ -81,16 +94,18 @@ def image_batch(op, batch, dtypes=IMAGE_DTYPES):
 
 
 def image_shapes(op, batch, layout="HWC"):
-    """The samples' shapes as an int64 array [N, 3]; an error naming the first sample that
-    is not a 2D image (of `layout`)."""
+    """The samples' shapes as an int64 array [N, len(layout)]; an error naming the first
+    sample that is not a 2D image (or a sequence of them) of `layout`."""
+    ndim = len(layout)
     try:
         shapes = batch.sample_shapes()
     except ValueError:  # samples of different ndim
         shapes = np.zeros((len(batch), 0), np.int64)
-    if shapes.shape[1] != 3:
-        i = next(i for i in range(len(batch)) if batch.sample(i).dim() != 3)
-        raise op.error(f"sample {i} has shape {tuple(batch.sample(i).shape)}; expected {layout} images "
-                       f"({_NOT_2D})", ValueError, sample=i)
+    if shapes.shape[1] != ndim:
+        i = next(i for i in range(len(batch)) if batch.sample(i).dim() != ndim)
+        what = "sequences" if layout in SEQUENCE_LAYOUTS else f"images ({_NOT_2D})"
+        raise op.error(f"sample {i} has shape {tuple(batch.sample(i).shape)}; expected {layout} {what}",
+                       ValueError, sample=i)
     return shapes
 
 
@@ -119,3 +134,52 @@ def refuse_huge_outputs(op, extents, arguments):
         raise op.error(f"{'argument' if len(arguments) == 1 else 'arguments'} {named} ask for an output of "
                        f"{' x '.join(f'{v:.0f}' for v in extents[i])} pixels for sample {i}, more than the "
                        f"{limit:,} allowed (set {MAX_IMAGE_PIXELS_VARIABLE} to allow more)", ValueError, sample=i)
+
+
+def image_ndim(spec):
+    """The ndim of an image operator's output for input `spec`: 4 for sequences, else 3."""
+    return 4 if spec.layout in SEQUENCE_LAYOUTS else 3
+
+
+def over_frames(op, run):
+    """An image operator's `run(inputs, args, ctx)` made to take sequences (FHWC, FCHW) too,
+    as DALI's operators do: every frame is an image with its sample's arguments (the
+    arguments' rows repeated per frame), one call for all the batch's frames, and each
+    sample's outputs regrouped into a sequence."""
+    def run_frames(inputs, args, ctx):
+        batch = inputs[0]
+        if batch.layout() not in SEQUENCE_LAYOUTS or not len(batch):
+            return run(inputs, args, ctx)
+        shapes = image_shapes(op, batch, batch.layout())
+        frames = shapes[:, 0]
+        if (frames == 0).any():
+            i = int(np.argmax(frames == 0))
+            raise op.error(f"sample {i} is a sequence of no frames {tuple(shapes[i].tolist())}", ValueError, sample=i)
+        dense = batch.dense_tensor()
+        images = dense.flatten(0, 1) if dense is not None else [f for s in batch.as_torch_list() for f in s]
+        rows = np.repeat(np.arange(len(batch)), frames)
+        others = [_repeat(other, rows) for other in inputs[1:]]  # a sample's inputs, for each of its frames
+        outs = run([TensorList.make(images, batch.layout()[1:], device=batch.device)] + others,
+                   args.subset(rows), dataclasses.replace(ctx, batch_size=len(rows)))
+        return [_sequences(out, frames) for out in outs]
+
+    return run_frames
+
+
+def _repeat(batch, rows):
+    """The samples `rows` of `batch` (a TensorList), in that order."""
+    dense = batch.dense_tensor()
+    picked = dense[torch.from_numpy(rows).to(dense.device)] if dense is not None else \
+        [batch.sample(int(i)) for i in rows]
+    return TensorList.make(picked, batch.layout(), device=batch.device)
+
+
+def _sequences(out, frames):
+    """A batch of frames (a TensorList) regrouped into sequences of `frames` frames each."""
+    dense = out.dense_tensor()
+    if dense is not None and (frames == frames[0]).all():
+        grouped = dense.unflatten(0, (len(frames), int(frames[0])))
+    else:
+        samples, starts = out.as_torch_list(), np.concatenate([[0], np.cumsum(frames)])
+        grouped = [torch.stack(samples[a:b]) for a, b in zip(starts[:-1], starts[1:])]
+    return TensorList.make(grouped, "F" + out.layout(), device=out.device)

@@ -10,7 +10,7 @@ from .. import types
 from ..schema import BOOL, DTYPE, FLOAT, FLOATS, INT, INTERP_TYPE, REQUIRED, STR, Arg, register
 from ..tensor_list import TensorList
 from .base import Args, BatchSpec, Operator, RandomOperator
-from .images import image_batch, plan_images, refuse_huge_outputs
+from .images import image_batch, image_ndim, over_frames, plan_images, refuse_huge_outputs
 from .windows import random_crop_windows, round_half_away
 
 _F32 = np.float32
@@ -163,7 +163,8 @@ RESAMPLING_ARGS = [
                   check=lambda v: "is not supported" if v else None),
           ])
 class Resize(Operator):
-    """Resize HWC or CHW images with DALI's filters, output sizes and ROI semantics."""
+    """Resize HWC or CHW images (and FHWC / FCHW sequences, frame by frame) with DALI's
+    filters, output sizes and ROI semantics."""
 
     def __init__(self, spec):
         super().__init__(spec)
@@ -210,10 +211,10 @@ class Resize(Operator):
         return hw.astype(np.int64)
 
     def plan(self, inputs):
-        plan_images(self, inputs[0])
+        plan_images(self, inputs[0], sequences=True)
         dtype = self.spec.args["dtype"]
         out = types.to_torch_type(dtype) if dtype is not None else inputs[0].dtype
-        return [BatchSpec(inputs[0].device, out, 3, inputs[0].layout)], self.step
+        return [BatchSpec(inputs[0].device, out, image_ndim(inputs[0]), inputs[0].layout)], over_frames(self, self.step)
 
     def _requested(self, args, n):
         """[N, 2] requested (height, width); 0 = keep the aspect ratio."""

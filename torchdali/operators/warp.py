@@ -10,8 +10,8 @@ import torch
 from .. import types
 from ..schema import BOOL, DTYPE, FLOAT, FLOATS, INTERP_TYPE, REQUIRED, ArgType, Arg, register
 from ..tensor_list import TensorList
-from .base import Operator
-from .images import image_batch, refuse_huge_outputs
+from .base import BatchSpec, Operator
+from .images import image_batch, over_frames, plan_images, refuse_huge_outputs
 
 _F32 = np.float32
 _D2R = _F32(math.pi / 180)  # DALI's deg2rad constant, in float
@@ -111,8 +111,8 @@ def _inverted(op, m, what):
                   "False: input to output (it is inverted)."),
           ])
 class WarpAffine(Operator):
-    """Apply an affine transform to HWC (or CHW) images; output size `size` (default: the
-    input's)."""
+    """Apply an affine transform to HWC (or CHW) images, and to FHWC / FCHW sequences frame
+    by frame; output size `size` (default: the input's)."""
 
     def __init__(self, spec):
         super().__init__(spec)
@@ -152,6 +152,10 @@ class WarpAffine(Operator):
             i = int(np.argmax(bad))
             raise self.error(f"input 1 (mtx) of sample {i} must be finite: {m[i].tolist()}", ValueError)
         return m
+
+    def plan(self, inputs):
+        plan_images(self, inputs[0], sequences=True)
+        return [BatchSpec("gpu" if self.spec.device == "gpu" else "cpu")], over_frames(self, self.run)
 
     def run(self, inputs, args, ctx):
         batch = inputs[0]
@@ -204,14 +208,18 @@ def rotation_matrices(in_hw, out_hw, angles):
                   "bounding box, with DALI's parity rule)."),
           ])
 class Rotate(Operator):
-    """Rotate HWC (or CHW) images by `angle` degrees counter-clockwise about their centre; the
-    canvas grows to hold the whole rotated image unless `keep_size` or `size` is given."""
+    """Rotate HWC (or CHW) images, and FHWC / FCHW sequences frame by frame, by `angle` degrees
+    counter-clockwise about their centre; the canvas grows to hold the whole rotated image unless `keep_size` or `size` is given."""
 
     def __init__(self, spec):
         super().__init__(spec)
         if "axis" in spec.arg_input_names or spec.args.get("axis") is not None:
             raise ValueError("rotate: the argument 'axis' applies to 3D volumes, which are not "
                              "supported; rotate 2D images without it")
+
+    def plan(self, inputs):
+        plan_images(self, inputs[0], sequences=True)
+        return [BatchSpec("gpu" if self.spec.device == "gpu" else "cpu")], over_frames(self, self.run)
 
     def run(self, inputs, args, ctx):
         batch = inputs[0]
