@@ -3,11 +3,14 @@ between GPU runs. Their figures are not checked here; speed is reported by runni
 GPU. The main job, torchdali.bench, has its own tests (test_bench.py)."""
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 import torch
+
+from conftest import requires_cuda
 
 pytest.importorskip("torchdali._C", reason="the C++ extension is not built")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -78,3 +81,26 @@ def test_gpu_memory_script_prints_the_sites(tmp_path):
                           str(tmp_path / "photos"), "--num-images", "64", "--batch-size", "16", "--epochs", "1"],
                          capture_output=True, text=True, timeout=600, cwd=ROOT, check=True, env=ENV).stdout
     assert "val, batch 16: allocated peak" in out and "decode_jpegs_start" in out, out
+
+
+def run_timeline(tmp_path, device):
+    env = dict(ENV, TMPDIR=str(tmp_path))  # the generated photos go there
+    return subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "timeline.py"), "--device", device,
+                           "--batch-size", "8", "--threads", "2", "--batches", "12", "--num-images", "64"],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT, check=True, env=env).stdout
+
+
+def test_timeline_times_every_stage_of_every_batch(tmp_path):
+    out = run_timeline(tmp_path, "cpu")
+    # the stages run ahead of the caller: a few more than its 12 batches may be timed
+    assert "12 batches in" in out and re.search(r"cpu stage +torchdali-cpu +1\d ", out), out
+    assert re.search(r"caller waits +MainThread +12 ", out), out
+
+
+@requires_cuda
+def test_timeline_on_the_gpu_times_the_decode_stage_and_the_decoder(tmp_path):
+    out = run_timeline(tmp_path, "gpu")
+    for row in (r"decode stage +torchdali-decode +1\d ", r"gpu stage +torchdali-gpu +1\d ",
+                r"decode_jpegs_start +torchdali-decode +1\d "):
+        assert re.search(row, out), out
+    assert "decode stage -> gpu stage" in out, out
