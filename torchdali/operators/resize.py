@@ -203,7 +203,7 @@ class Resize(Operator):
             return None
         a = spec.args
         v = [a.get("resize_y"), a.get("resize_x")] if self._sep else list(a.get("size") or ())
-        if self._size_arg not in (None, "size") or len(v) != 2 or any(x is None for x in v):
+        if len(v) != 2 or any(x is None for x in v):  # (resize_shorter / longer have their modes)
             return None
         hw = np.asarray(v, _F32)
         if not ((hw >= 1) & (hw == np.round(hw)) & (hw < 2 ** 31)).all():  # larger: refused by the general path
