@@ -18,14 +18,14 @@ _NOT_2D = "3D volumes and sequences are not supported"
 
 
 def _layout_error(op, layout, sequences=False):
-    if sequences:
-        return op.error(f"input layout '{layout}' is not supported; give HWC or CHW images, or FHWC or FCHW "
-                        "sequences (3D volumes are not supported)", ValueError)
-    return op.error(f"input layout '{layout}' is not supported; give HWC or CHW images ({_NOT_2D})", ValueError)
+    accepted = ("HWC or CHW images, or FHWC or FCHW sequences (3D volumes are not supported)" if sequences
+                else f"HWC or CHW images ({_NOT_2D})")
+    return op.error(f"input layout '{layout}' is not supported; give {accepted}", ValueError)
 
 
 def _dtype_error(op, dtype, dtypes=IMAGE_DTYPES):
-    names = ", ".join(str(d).replace("torch.", "") for d in dtypes[:-1]) + " or " + str(dtypes[-1]).replace("torch.", "")
+    names = [str(d).replace("torch.", "") for d in dtypes]
+    names = ", ".join(names[:-1]) + " or " + names[-1]
     return op.error(f"input type {types.to_dali_type(dtype)} is not supported; give {names} images", TypeError)
 
 
