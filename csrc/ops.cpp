@@ -21,6 +21,13 @@ TORCH_LIBRARY(torchdali, m) {
       "Tensor mean, Tensor inv_std, int crop_h, int crop_w, ScalarType out_dtype, "
       "bool out_chw, int out_channels, float scale, float shift, Tensor fill, "
       "bool in_chw=False) -> Tensor");
+  // crop_mirror_normalize of a flat batch: `images` 1-D, the samples back to back, sample i
+  // of shape shapes[i] (int64 [N, 3], CPU). No tensor per sample.
+  m.def(
+      "crop_mirror_normalize.flat_in(Tensor images, Tensor shapes, Tensor anchors, Tensor mirror, "
+      "Tensor mean, Tensor inv_std, int crop_h, int crop_w, ScalarType out_dtype, "
+      "bool out_chw, int out_channels, float scale, float shift, Tensor fill, "
+      "bool in_chw=False) -> Tensor");
   // Applies a per-sample affine colour transform to channel-last (HWC, FHWC, ...) images:
   //   out[c] = offsets[i, c] + sum_k matrices[i, c, k] * in[k]
   // in float32, converted (rounded half away from zero, saturated) to `out_dtype`. One output
@@ -49,6 +56,11 @@ TORCH_LIBRARY(torchdali, m) {
   // resize.dense of a dense batch [N, H, W, C] (or [N, C, H, W]), read in place.
   m.def(
       "resize.dense_in(Tensor images, int[] out_sizes, Tensor rois, Tensor interp, "
+      "bool antialias, ScalarType out_dtype, bool chw=False) -> Tensor");
+  // resize of a flat batch: `images` 1-D, the samples back to back, sample i of shape
+  // shapes[i] (int64 [N, 3], CPU); the outputs back to back in one 1-D tensor, in order.
+  m.def(
+      "resize.flat(Tensor images, Tensor shapes, int[] out_sizes, Tensor rois, Tensor interp, "
       "bool antialias, ScalarType out_dtype, bool chw=False) -> Tensor");
   // Flips each sample of `images` (any dtype of 1, 2, 4 or 8 bytes): dims height_dim and
   // height_dim + 1 are H and W (HWC: 0, CHW: 1); sample i is mirrored left-right where

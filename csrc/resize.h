@@ -211,20 +211,24 @@ struct Unit {
   void* dst;        // rows of the plan's output width
 };
 
+// How the outputs come: a tensor per image, one [N, ...] tensor (one output size), or one
+// 1-D buffer with the outputs back to back (sizes may differ; the caller knows the shapes).
+enum class Output { kList, kDense, kFlat };
+
 struct Args {
   std::vector<Unit> units;
   std::vector<Plan> plans;
   int64_t n = 0, channels = 0;  // units, and the channels of a unit
   at::ScalarType in_dtype = at::kByte;
   at::Device device = at::kCPU;
-  std::vector<at::Tensor> results;
-  at::Tensor dense;
+  std::vector<at::Tensor> results;  // Output::kList
+  at::Tensor dense;                 // Output::kDense, or kFlat's buffer
   Samples input;  // keeps the units' sources alive
 };
 
 inline Args prepare(Samples images, at::IntArrayRef out_sizes, const at::Tensor& rois,
                     const at::Tensor& interp, bool antialias, at::ScalarType out_dtype, bool chw,
-                    bool dense) {
+                    Output output) {
   Args a;
   const int64_t n = images.size();
   const char* layout = chw ? "CHW" : "HWC";
@@ -246,6 +250,11 @@ inline Args prepare(Samples images, at::IntArrayRef out_sizes, const at::Tensor&
                     "resize: `interp` must have shape [", n, ", 2], got ", interp.sizes());
   const int64_t channels = images.size(0, cdim);
   a.channels = chw ? 1 : channels;
+  for (int64_t i = 0; i < n; ++i)
+    TORCH_CHECK_VALUE(out_sizes[2 * i] > 0 && out_sizes[2 * i + 1] > 0, "resize: output size of "
+                      "sample ", i, " must be positive, got ", out_sizes[2 * i], "x",
+                      out_sizes[2 * i + 1]);
+  const bool dense = output == Output::kDense;
   for (int64_t i = 1; dense && i < n; ++i)
     TORCH_CHECK_VALUE(out_sizes[2 * i] == out_sizes[0] && out_sizes[2 * i + 1] == out_sizes[1],
                       "resize: a dense output needs one output size for all images; sample 0 "
@@ -257,13 +266,17 @@ inline Args prepare(Samples images, at::IntArrayRef out_sizes, const at::Tensor&
     a.dense = at::empty(chw ? std::vector<int64_t>{n, channels, oh, ow}
                             : std::vector<int64_t>{n, oh, ow, channels},
                         out_options);
+  } else if (output == Output::kFlat) {
+    int64_t total = 0;
+    for (int64_t i = 0; i < n; ++i) total += channels * out_sizes[2 * i] * out_sizes[2 * i + 1];
+    a.dense = at::empty({total}, out_options);
   }
   const at::Tensor r = rois.to(at::kCPU, at::kFloat).contiguous();
   const at::Tensor it = interp.to(at::kCPU, at::kLong).contiguous();
   const float* rp = r.data_ptr<float>();
   const int64_t* ip = it.data_ptr<int64_t>();
   const int64_t in_elem = at::elementSize(a.in_dtype), out_elem = at::elementSize(out_dtype);
-  char* dense_out = dense ? static_cast<char*>(a.dense.data_ptr()) : nullptr;
+  char* next_out = output == Output::kList ? nullptr : static_cast<char*>(a.dense.data_ptr());
   for (int64_t i = 0; i < n; ++i) {
     const at::IntArrayRef shape = images.sizes(i);
     TORCH_CHECK_VALUE(shape.size() == 3 && shape[cdim] == channels, "resize: all `images` must "
@@ -277,8 +290,6 @@ inline Args prepare(Samples images, at::IntArrayRef out_sizes, const at::Tensor&
     TORCH_CHECK_VALUE(shape[hdim] > 0 && shape[hdim + 1] > 0, "resize: sample ", i,
                       " is empty (", shape, ")");
     const int64_t oh = out_sizes[2 * i], ow = out_sizes[2 * i + 1];
-    TORCH_CHECK_VALUE(oh > 0 && ow > 0, "resize: output size of sample ", i, " must be "
-                      "positive, got ", oh, "x", ow);
     for (int k = 0; k < 2; ++k)
       TORCH_CHECK_VALUE(ip[2 * i + k] >= kNN && ip[2 * i + k] <= kGaussian, "resize: unknown "
                         "interpolation type ", ip[2 * i + k], " for sample ", i);
@@ -312,8 +323,9 @@ inline Args prepare(Samples images, at::IntArrayRef out_sizes, const at::Tensor&
     }
     const int64_t out_bytes = channels * oh * ow * out_elem;
     char* out;
-    if (dense) {
-      out = dense_out + i * out_bytes;
+    if (output != Output::kList) {
+      out = next_out;
+      next_out += out_bytes;
     } else {
       a.results.push_back(at::empty(chw ? std::vector<int64_t>{channels, oh, ow}
                                         : std::vector<int64_t>{oh, ow, channels},

@@ -159,6 +159,29 @@ def test_dense_output_is_one_tensor():
     assert out.is_dense_tensor() and out.as_torch().shape == (4, 3, 7, 5) and out.layout() == "CHW"
 
 
+def test_batches_of_one_size_each_take_their_own_windows():
+    """The windows of a batch whose images share a size are kept for that size: batches of
+    changing sizes (and counts) still get each their own windows, and a window that leaves its
+    image is still an error."""
+    sizes = [(4, (20, 30)), (4, (11, 9)), (3, (20, 30)), (4, (20, 30)), (4, (6, 5)), (4, (11, 9)), (4, (5, 5))]
+    batches = [[RNG.integers(0, 256, (h, w, 3), dtype=np.uint8) for _ in range(n)] for n, (h, w) in sizes]
+    kwargs = dict(crop=(6, 5), crop_pos_x=0.3, crop_pos_y=0.8, output_layout="HWC")
+
+    @torchdali.pipeline_def(batch_size=4, num_threads=1, device_id=None, prefetch_queue_depth=1)
+    def pipe():
+        return fn.crop_mirror_normalize(fn.external_source(source=iter(batches), layout="HWC"), **kwargs)
+
+    p = pipe()
+    p.build()
+    for batch in batches[:-1]:
+        out = as_numpy_batch(p.run()[0])
+        assert len(out) == len(batch)
+        for img, got in zip(batch, out):
+            np.testing.assert_allclose(got, reference(img, **kwargs), atol=1e-4)
+    with pytest.raises(ValueError, match="outside the 5x5 image"):
+        p.run()
+
+
 def test_window_outside_image_is_an_error_by_default():
     with pytest.raises(ValueError, match="crop_mirror_normalize.*sample 0.*outside the 17x23 image"):
         run(torchdali, dict(crop=(20, 30)))

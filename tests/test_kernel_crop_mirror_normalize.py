@@ -185,6 +185,36 @@ def test_a_dense_input_matches_reference(in_dtype, in_chw, device):
     torch.library.opcheck(torch.ops.torchdali.crop_mirror_normalize.dense_in, (batch, *args[1:], in_chw))
 
 
+def flat_batch(images, in_chw=False):
+    """The images (HWC) back to back in one 1-D buffer, as CHW with `in_chw`, and their shapes."""
+    if in_chw:
+        images = [im.permute(2, 0, 1) for im in images]
+    return (torch.cat([im.reshape(-1) for im in images]),
+            torch.tensor([list(im.shape) for im in images], dtype=torch.int64))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("in_chw", [False, True], ids=["from_hwc", "from_chw"])
+@pytest.mark.parametrize("in_dtype", [torch.uint8, torch.float32])
+def test_a_flat_input_matches_reference(in_dtype, in_chw, device):
+    """Images of different sizes back to back in one buffer (crop_mirror_normalize.flat_in,
+    as the decoders output them) give the results of the list form."""
+    args = make_args(WIDE, in_dtype, torch.float32, True, device, crop=WIDE_CROP)
+    flat, shapes = flat_batch(args[0], in_chw)
+    assert_matches(crop_mirror_normalize(flat, *args[1:], in_chw=in_chw, shapes=shapes), reference(*args))
+    torch.library.opcheck(torch.ops.torchdali.crop_mirror_normalize.flat_in, (flat, shapes, *args[1:], in_chw))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_flat_input_that_its_shapes_overrun_is_refused(device):
+    args = make_args(SIZES, torch.uint8, torch.float32, True, device)
+    flat, shapes = flat_batch(args[0])
+    with pytest.raises(ValueError, match="more elements than the flat batch holds"):
+        crop_mirror_normalize(flat[:-1], *args[1:], shapes=shapes)
+    with pytest.raises(TypeError, match="`shapes` must be an int64 CPU tensor"):
+        crop_mirror_normalize(flat, *args[1:], shapes=shapes.int())
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("out_chw", [False, True], ids=["hwc", "chw"])
 def test_opcheck(out_chw, device):

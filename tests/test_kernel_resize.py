@@ -244,6 +244,40 @@ def test_opcheck(device):
     torch.library.opcheck(torch.ops.torchdali.resize.dense_in, (batch.contiguous(),) + dense_args[1:])
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("chw", [False, True], ids=["hwc", "chw"])
+@pytest.mark.parametrize("in_dtype", [torch.uint8, torch.float32])
+def test_a_flat_batch_gives_the_list_forms_outputs_back_to_back(in_dtype, chw, device):
+    """Images of different sizes back to back in one buffer with their shapes (resize.flat, as
+    the decoders output them): the outputs of the list form, back to back in one buffer."""
+    images = random_images(SIZES, 3, in_dtype, device)
+    if chw:
+        images = [im.permute(2, 0, 1).contiguous() for im in images]
+    shapes = torch.tensor([list(im.shape) for im in images], dtype=torch.int64)
+    flat = torch.cat([im.reshape(-1) for im in images])
+    rois = torch.rand(len(SIZES), 4, generator=torch.Generator().manual_seed(1)) * 4
+    interp = torch.tensor([[LINEAR, CUBIC], [NN, NN], [LANCZOS3, LINEAR], [TRIANGULAR, CUBIC]])
+    expected = resize(images, OUT_SIZES, rois, interp, True, torch.float32, chw)
+    out = resize(flat, OUT_SIZES, rois, interp, True, torch.float32, chw, shapes=shapes)
+    assert out.dim() == 1 and out.dtype == torch.float32
+    assert torch.equal(out, torch.cat([e.reshape(-1) for e in expected]))
+    args = (flat, shapes, [v for hw in OUT_SIZES for v in hw], rois, interp, True, torch.float32, chw)
+    torch.library.opcheck(torch.ops.torchdali.resize.flat, args)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_flat_batch_that_its_shapes_overrun_is_refused(device):
+    images = random_images(SIZES, 3, torch.uint8, device)
+    shapes = torch.tensor([list(im.shape) for im in images], dtype=torch.int64)
+    flat = torch.cat([im.reshape(-1) for im in images])
+    with pytest.raises(ValueError, match="more elements than the flat batch holds"):
+        resize(flat[:-1], OUT_SIZES, shapes=shapes)
+    huge = shapes.clone()
+    huge[1] = torch.tensor([1 << 40, 1 << 40, 3])
+    with pytest.raises(ValueError, match="sample 1 of shape .* does not fit the flat batch"):
+        resize(flat, OUT_SIZES, shapes=huge)
+
+
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_torch_compile_fullgraph(backend):
     if backend == "inductor" and not (shutil.which("c++") or shutil.which("g++")):

@@ -148,6 +148,11 @@ class TensorList:
             return torch.empty(0), shapes
         return torch.cat([s.reshape(-1) for s in self._samples]), shapes
 
+    def held_flat(self):
+        """(flat buffer, shapes [N, ndim]) of a batch held that way (from_flat, samples of
+        different shapes), else None: a kernel takes it whole, without a tensor per sample."""
+        return self._flat if self._dense is None else None
+
     def buffers(self):
         """A tensor of each memory block the samples live in (one for a dense batch or one
         made by from_flat), without making views per sample."""

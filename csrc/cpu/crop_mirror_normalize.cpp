@@ -132,15 +132,13 @@ void cmn_cpu(const cmn::Args& a, int64_t crop_h, int64_t crop_w, bool out_chw,
   });
 }
 
-// crop_mirror_normalize (`images` a list) and crop_mirror_normalize.dense_in (a dense batch).
-template <typename Images>
-at::Tensor crop_mirror_normalize_cpu(Images images, const at::Tensor& anchors,
+at::Tensor crop_mirror_normalize_cpu_run(Samples samples, const at::Tensor& anchors,
                                      const at::Tensor& mirror, const at::Tensor& mean,
                                      const at::Tensor& inv_std, int64_t crop_h, int64_t crop_w,
                                      at::ScalarType out_dtype, bool out_chw, int64_t out_channels,
                                      double scale, double shift, const at::Tensor& fill,
                                      bool in_chw) {
-  cmn::Args a = cmn::prepare(Samples("crop_mirror_normalize", images), anchors, mirror, mean, inv_std, crop_h, crop_w,
+  cmn::Args a = cmn::prepare(std::move(samples), anchors, mirror, mean, inv_std, crop_h, crop_w,
                              out_dtype, out_chw, out_channels, fill, in_chw);
   TORCH_CHECK_VALUE(a.out.device().is_cpu(), "crop_mirror_normalize: CPU kernel got `images` "
                     "on ", a.out.device());
@@ -152,6 +150,31 @@ at::Tensor crop_mirror_normalize_cpu(Images images, const at::Tensor& anchors,
   return a.out;
 }
 
+// crop_mirror_normalize (`images` a list) and crop_mirror_normalize.dense_in (a dense batch).
+template <typename Images>
+at::Tensor crop_mirror_normalize_cpu(Images images, const at::Tensor& anchors,
+                                      const at::Tensor& mirror, const at::Tensor& mean,
+                                      const at::Tensor& inv_std, int64_t crop_h, int64_t crop_w,
+                                      at::ScalarType out_dtype, bool out_chw, int64_t out_channels,
+                                      double scale, double shift, const at::Tensor& fill,
+                                      bool in_chw) {
+  return crop_mirror_normalize_cpu_run(Samples("crop_mirror_normalize", images), anchors, mirror, mean,
+                                        inv_std, crop_h, crop_w, out_dtype, out_chw, out_channels,
+                                        scale, shift, fill, in_chw);
+}
+
+// crop_mirror_normalize.flat_in: the samples back to back in one buffer, with their shapes.
+at::Tensor crop_mirror_normalize_flat_cpu(const at::Tensor& images, const at::Tensor& shapes,
+                                           const at::Tensor& anchors, const at::Tensor& mirror,
+                                           const at::Tensor& mean, const at::Tensor& inv_std,
+                                           int64_t crop_h, int64_t crop_w, at::ScalarType out_dtype,
+                                           bool out_chw, int64_t out_channels, double scale,
+                                           double shift, const at::Tensor& fill, bool in_chw) {
+  return crop_mirror_normalize_cpu_run(Samples("crop_mirror_normalize", images, shapes), anchors, mirror,
+                                        mean, inv_std, crop_h, crop_w, out_dtype, out_chw,
+                                        out_channels, scale, shift, fill, in_chw);
+}
+
 }  // namespace
 }  // namespace torchdali
 
@@ -159,4 +182,5 @@ TORCH_LIBRARY_IMPL(torchdali, CPU, m) {
   m.impl("crop_mirror_normalize", &torchdali::crop_mirror_normalize_cpu<at::TensorList>);
   m.impl("crop_mirror_normalize.dense_in",
          &torchdali::crop_mirror_normalize_cpu<const at::Tensor&>);
+  m.impl("crop_mirror_normalize.flat_in", &torchdali::crop_mirror_normalize_flat_cpu);
 }

@@ -296,9 +296,9 @@ void resize_cpu_impl(const resize::Args& a) {
 
 resize::Args resize_cpu_run(Samples images, at::IntArrayRef out_sizes, const at::Tensor& rois,
                             const at::Tensor& interp, bool antialias, at::ScalarType out_dtype,
-                            bool chw, bool dense) {
+                            bool chw, resize::Output output) {
   resize::Args a = resize::prepare(std::move(images), out_sizes, rois, interp, antialias,
-                                   out_dtype, chw, dense);
+                                   out_dtype, chw, output);
   TORCH_CHECK_VALUE(a.device.is_cpu(), "resize: CPU kernel got `images` on ", a.device);
   resize::dispatch(a.in_dtype, out_dtype, [&](auto in_tag, auto out_tag) {
     resize_cpu_impl<decltype(in_tag), decltype(out_tag)>(a);
@@ -310,7 +310,7 @@ std::vector<at::Tensor> resize_cpu(at::TensorList images, at::IntArrayRef out_si
                                    const at::Tensor& rois, const at::Tensor& interp,
                                    bool antialias, at::ScalarType out_dtype, bool chw) {
   return resize_cpu_run(Samples("resize", images), out_sizes, rois, interp, antialias,
-                        out_dtype, chw, false)
+                        out_dtype, chw, resize::Output::kList)
       .results;
 }
 
@@ -320,7 +320,17 @@ at::Tensor resize_dense_cpu(Images images, at::IntArrayRef out_sizes, const at::
                             const at::Tensor& interp, bool antialias, at::ScalarType out_dtype,
                             bool chw) {
   return resize_cpu_run(Samples("resize", images), out_sizes, rois, interp, antialias,
-                         out_dtype, chw, true)
+                         out_dtype, chw, resize::Output::kDense)
+      .dense;
+}
+
+
+// resize.flat: the samples back to back in one buffer with their shapes, the outputs too.
+at::Tensor resize_flat_cpu(const at::Tensor& images, const at::Tensor& shapes, at::IntArrayRef out_sizes,
+                        const at::Tensor& rois, const at::Tensor& interp, bool antialias,
+                        at::ScalarType out_dtype, bool chw) {
+  return resize_cpu_run(Samples("resize", images, shapes), out_sizes, rois, interp, antialias,
+                        out_dtype, chw, resize::Output::kFlat)
       .dense;
 }
 
@@ -331,4 +341,5 @@ TORCH_LIBRARY_IMPL(torchdali, CPU, m) {
   m.impl("resize", &torchdali::resize_cpu);
   m.impl("resize.dense", &torchdali::resize_dense_cpu<at::TensorList>);
   m.impl("resize.dense_in", &torchdali::resize_dense_cpu<const at::Tensor&>);
+  m.impl("resize.flat", &torchdali::resize_flat_cpu);
 }

@@ -933,10 +933,10 @@ void resize_two_pass(const resize::Args& a, at::ScalarType out_dtype, cudaStream
 
 resize::Args resize_cuda_run(Samples images, at::IntArrayRef out_sizes, const at::Tensor& rois,
                              const at::Tensor& interp, bool antialias, at::ScalarType out_dtype,
-                             bool chw, bool dense) {
+                             bool chw, resize::Output output) {
   const c10::cuda::CUDAGuard guard(images.device(0));
   resize::Args a = resize::prepare(std::move(images), out_sizes, rois, interp, antialias,
-                                   out_dtype, chw, dense);
+                                   out_dtype, chw, output);
   TORCH_CHECK_VALUE(a.device.is_cuda(), "resize: CUDA kernel got `images` on ", a.device);
   if (a.n == 0 || a.channels == 0) return a;  // images without channels: empty outputs, no work
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
@@ -948,7 +948,7 @@ std::vector<at::Tensor> resize_cuda(at::TensorList images, at::IntArrayRef out_s
                                     const at::Tensor& rois, const at::Tensor& interp,
                                     bool antialias, at::ScalarType out_dtype, bool chw) {
   return resize_cuda_run(Samples("resize", images), out_sizes, rois, interp, antialias,
-                         out_dtype, chw, false)
+                         out_dtype, chw, resize::Output::kList)
       .results;
 }
 
@@ -958,7 +958,17 @@ at::Tensor resize_dense_cuda(Images images, at::IntArrayRef out_sizes, const at:
                              const at::Tensor& interp, bool antialias, at::ScalarType out_dtype,
                              bool chw) {
   return resize_cuda_run(Samples("resize", images), out_sizes, rois, interp, antialias,
-                         out_dtype, chw, true)
+                         out_dtype, chw, resize::Output::kDense)
+      .dense;
+}
+
+
+// resize.flat: the samples back to back in one buffer with their shapes, the outputs too.
+at::Tensor resize_flat_cuda(const at::Tensor& images, const at::Tensor& shapes, at::IntArrayRef out_sizes,
+                        const at::Tensor& rois, const at::Tensor& interp, bool antialias,
+                        at::ScalarType out_dtype, bool chw) {
+  return resize_cuda_run(Samples("resize", images, shapes), out_sizes, rois, interp, antialias,
+                        out_dtype, chw, resize::Output::kFlat)
       .dense;
 }
 
@@ -969,4 +979,5 @@ TORCH_LIBRARY_IMPL(torchdali, CUDA, m) {
   m.impl("resize", &torchdali::resize_cuda);
   m.impl("resize.dense", &torchdali::resize_dense_cuda<at::TensorList>);
   m.impl("resize.dense_in", &torchdali::resize_dense_cuda<const at::Tensor&>);
+  m.impl("resize.flat", &torchdali::resize_flat_cuda);
 }

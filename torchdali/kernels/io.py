@@ -27,11 +27,14 @@ class EncodedFiles:
 
     @staticmethod
     def back_to_back(data: torch.Tensor, sizes) -> "EncodedFiles":
-        """Files of `sizes` bytes laid back to back in `data`."""
-        if not isinstance(sizes, torch.Tensor):
-            sizes = torch.from_numpy(np.array(sizes, np.int64))  # a copy: the array may be read-only
-        sizes = sizes.reshape(-1)
-        return EncodedFiles(data, torch.stack([torch.cumsum(sizes, 0) - sizes, sizes], 1))
+        """Files of `sizes` bytes (a tensor, an array or a list) laid back to back in `data`.
+        The spans are computed in NumPy: torch's calls would each hand the GIL over."""
+        sizes = np.asarray(sizes.numpy() if isinstance(sizes, torch.Tensor) else sizes, np.int64).reshape(-1)
+        spans = np.empty((len(sizes), 2), np.int64)
+        spans[:, 1] = sizes
+        np.cumsum(sizes, out=spans[:, 0])
+        spans[:, 0] -= sizes
+        return EncodedFiles(data, torch.from_numpy(spans))
 
     @staticmethod
     def of(files: Union["EncodedFiles", List[torch.Tensor]]) -> "EncodedFiles":

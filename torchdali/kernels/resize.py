@@ -15,23 +15,28 @@ _DTYPES = (torch.uint8, torch.float16, torch.float32)
 
 def resize(images: Union[List[torch.Tensor], torch.Tensor], out_sizes: Sequence[Sequence[int]],
            rois: torch.Tensor = None, interp=1, antialias: bool = True,
-           out_dtype: torch.dtype = None, chw: bool = False,
-           dense: bool = False) -> Union[List[torch.Tensor], torch.Tensor]:
+           out_dtype: torch.dtype = None, chw: bool = False, dense: bool = False,
+           shapes: torch.Tensor = None) -> Union[List[torch.Tensor], torch.Tensor]:
     """Resamples HWC (or, with `chw`, CHW) images of any sizes to `out_sizes[i]` =
     (height, width) with DALI's separable filters; one output tensor per image, or with
     `dense` (all output sizes equal) one [N, ...] tensor. `images`: a list, or one dense
-    [N, ...] tensor (read in place when the output is dense).
+    [N, ...] tensor (read in place when the output is dense), or with `shapes` (int64 [N, 3])
+    one 1-D buffer holding the images back to back: then the outputs come back to back in
+    one 1-D tensor.
 
     `rois`: [N, 4] float (y0, x0, y1, x1) input windows in pixels (reversed = flipped;
     None = whole images). `interp`: a DALI interp type (int), or an [N, 2] tensor of
     (min_filter, mag_filter) per sample. `antialias` widens the filter when downscaling.
     """
-    n = len(images)
+    n = len(images) if shapes is None else len(shapes)
     if rois is None:
         rois = torch.zeros(n, 4, dtype=torch.float32)
     if not isinstance(interp, torch.Tensor):
         interp = torch.full((n, 2), int(interp), dtype=torch.int64)
     flat = [int(v) for hw in out_sizes for v in hw]
+    if shapes is not None:
+        return torch.ops.torchdali.resize.flat(images, shapes, flat, rois, interp, antialias, out_dtype or images.dtype,
+                                               chw)
     if isinstance(images, torch.Tensor) and not dense:
         images = list(images.unbind(0))
     op = torch.ops.torchdali.resize.dense if dense else torch.ops.torchdali.resize.default
@@ -82,6 +87,19 @@ def _resize_dense_fake(images, out_sizes, rois, interp, antialias, out_dtype, ch
             f"resize: a dense output needs one output size for all images; sample 0 is "
             f"{shapes[0]}, sample {i} is {s}"))
     return images[0].new_empty((len(images),) + shapes[0], dtype=out_dtype)
+
+
+@register_fake("torchdali::resize.flat")
+def _resize_flat_fake(images, shapes, out_sizes, rois, interp, antialias, out_dtype, chw=False):
+    torch._check_value(images.dim() == 1, lambda: "resize: a flat batch of `images` must be 1-D")
+    torch._check_value(shapes.dim() == 2 and shapes.shape[0] > 0 and shapes.shape[1] == 3, lambda: (
+        f"resize: `shapes` must be [N, 3] with at least one image, got {tuple(shapes.shape)}"))
+    n = shapes.shape[0]
+    torch._check_value(len(out_sizes) == 2 * n, lambda: (
+        f"resize: `out_sizes` must hold 2 values per image: {2 * n}, got {len(out_sizes)}"))
+    torch._check_type(out_dtype in _DTYPES, lambda: f"resize: unsupported `out_dtype` {out_dtype}")
+    # The channels are in `shapes`' values, which tracing does not see: the size is dynamic.
+    return images.new_empty(torch.library.get_ctx().new_dynamic_size(), dtype=out_dtype)
 
 
 @register_fake("torchdali::resize.dense_in")

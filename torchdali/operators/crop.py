@@ -83,11 +83,16 @@ def crop_normalize(images, windows, *, out_dtype, out_chw, fill, device, mirror=
         h, w = (int(v) for v in windows[first, 2:])
         row_mean = mean[first] if mean.ndim == 2 else mean
         row_std = std[first] if std.ndim == 2 else std
+        if idx is not None:
+            pixels, shapes = [samples[i] for i in idx], None
+        elif images.dense is None and images.flat is not None:  # the whole batch, held in one buffer
+            pixels, shapes = images.flat
+        else:
+            pixels, shapes = images.pixels, None
         return crop_mirror_normalize(
-            images.pixels if idx is None else [samples[i] for i in idx], anchors if idx is None else anchors[idx],
-            mirror if idx is None else mirror[idx], torch.from_numpy(row_mean.astype(np.float32)),
-            torch.from_numpy((1.0 / row_std).astype(np.float32)), h, w, out_dtype, out_chw, out_channels,
-            scale, shift, fill, in_chw=images.chw)
+            pixels, anchors if idx is None else anchors[idx], mirror if idx is None else mirror[idx],
+            torch.from_numpy(row_mean.astype(np.float32)), torch.from_numpy((1.0 / row_std).astype(np.float32)), h, w,
+            out_dtype, out_chw, out_channels, scale, shift, fill, in_chw=images.chw, shapes=shapes)
 
     key = np.concatenate([k.astype(np.float64) for k in keys], axis=1)
     if (key == key[0]).all():

@@ -40,6 +40,8 @@ class CropMirrorNormalize(Operator):
         self.crops = any(n in inputs_ for n in ("crop", "crop_h", "crop_w")) or a["crop"] is not None or \
             bool(a["crop_h"]) or bool(a["crop_w"])
         self.constant_rows = {n: np.asarray(a[n], np.float64) for n in ("mean", "std") if n not in inputs_}
+        crop_inputs = {"crop", "crop_h", "crop_w", "crop_pos_x", "crop_pos_y"}.intersection(inputs_)
+        self.window_cache = None if crop_inputs else {}  # (n, h, w) -> windows, for constant crop arguments
         return [BatchSpec(inputs[0].device, self.out_dtype, 3, "CHW" if self.out_chw else "HWC")], self.step
 
     def step(self, inputs, args, ctx):
@@ -49,9 +51,7 @@ class CropMirrorNormalize(Operator):
         images = image_batch(self, batch)
         check_channels(self, images)
         c = int(images.channels[0])
-        windows = crop_windows(self, images.hw, args) if self.crops else None
-        windows = whole_images(images.hw) if windows is None else \
-            fit_windows(self, windows, images.hw, args["out_of_bounds_policy"])
+        windows = self._windows(images, args)
         mean, std = (self.constant_rows[name] if name in self.constant_rows else
                      np.asarray(args.batch(name), np.float64) for name in ("mean", "std"))
         for name, v in (("mean", mean), ("std", std)):
@@ -65,3 +65,22 @@ class CropMirrorNormalize(Operator):
                                out_chw=self.out_chw, fill=self.fill, device=batch.device,
                                mirror=args.batch("mirror"), mean=mean, std=std, out_channels=out_c,
                                scale=args["scale"], shift=args["shift"])]
+
+    def _windows(self, images, args):
+        """The crop windows [N, 4] of the batch: computed once per size where the crop
+        arguments are constants and the images share one size (the usual batch, after a
+        resize to a fixed size), else for each batch."""
+        key = None
+        if self.window_cache is not None and images.dense is not None:
+            key = (len(images), *images.hw[0].tolist())
+            windows = self.window_cache.get(key)
+            if windows is not None:
+                return windows
+        windows = crop_windows(self, images.hw, args) if self.crops else None
+        windows = whole_images(images.hw) if windows is None else \
+            fit_windows(self, windows, images.hw, args["out_of_bounds_policy"])
+        if key is not None:
+            if len(self.window_cache) >= 16:  # sizes keep changing: keep a few
+                self.window_cache.clear()
+            self.window_cache[key] = windows
+        return windows

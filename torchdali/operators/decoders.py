@@ -439,7 +439,7 @@ class ImageDecoder(Operator):
         flat, status, pending = self.engine.decode_jpegs_start(data, torch.from_numpy(windows),
                                                                self.spec.args["hw_decoder_load"], cuda_device(ctx))
         decoded = TensorList.from_flat(flat, shapes, "HWC")
-        if (batch is None or (status > 0).any()
+        if (batch is None or (status.numpy() > 0).any()
                 or not ctx.finish_later(lambda c: self._finish_late(pending, decoded, data, windows, batch, c))):
             return decoded, self.refused(self.engine.decode_jpegs_finish(pending).numpy())
         return decoded, np.zeros(0, np.int64)

@@ -48,7 +48,8 @@ def plan_images(op, spec, dtypes=IMAGE_DTYPES, sequences=False):
 class ImageBatch:
     """A batch of images for a kernel: each one's (height, width) and channels as int64 arrays
     [N, 2] and [N], the element type, and the pixels as one dense tensor (`dense`, None when
-    the samples differ in shape) or per-sample views (`samples`, made only when asked)."""
+    the samples differ in shape), one flat buffer and the shapes (`flat`, a tensor [N, 3], where
+    the batch is held that way) or per-sample views (`samples`, made only when asked)."""
 
     def __init__(self, batch, chw, hw, channels, dtype):
         self.batch = batch
@@ -57,6 +58,8 @@ class ImageBatch:
         self.channels = channels
         self.dtype = dtype
         self.dense = batch.dense_tensor()
+        held = batch.held_flat()
+        self.flat = None if held is None else (held[0], torch.from_numpy(np.ascontiguousarray(held[1])))
 
     def __len__(self):
         return len(self.hw)

@@ -398,7 +398,7 @@ class FileReader(Operator):
         if self.entries is None:
             self._prepare()
         picks = self._next_batch(ctx.batch_size)
-        labels = self.labels[torch.tensor(picks, dtype=torch.int64)]
+        labels = self.labels[torch.from_numpy(np.array(picks, np.int64))]
         return [self._read(picks),
                 TensorList.make(labels, layout="", device="cpu", source_info=[""] * len(picks))]
 

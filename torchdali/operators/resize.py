@@ -113,18 +113,26 @@ def _out_dtype(op, in_dtype, dtype):
 
 def resample(images, sizes, lo, hi, interp, antialias, out_dtype, device):
     """One kernel call for the batch (an ImageBatch): sizes [N, 2], the input window from lo to hi
-    ([N, 2] (y, x)), interp [N, 2]; a dense batch when every output has one size."""
+    ([N, 2] (y, x)), interp [N, 2]; a dense batch when every output has one size. A flat batch
+    (images of different sizes in one buffer) comes out flat: no tensor per sample either way."""
     from ..kernels import resize as _  # noqa: F401  (loads the extension on first use)
 
     rois = torch.from_numpy(np.concatenate([lo, hi], axis=1).astype(np.float32))
+    interp = torch.from_numpy(np.ascontiguousarray(interp))
+    out_sizes = sizes.reshape(-1).tolist()
+    if images.flat is not None:
+        out = torch.ops.torchdali.resize.flat(*images.flat, out_sizes, rois, interp, bool(antialias), out_dtype,
+                                              images.chw)
+        c = images.channels[:, None]
+        shapes = np.concatenate([c, sizes], axis=1) if images.chw else np.concatenate([sizes, c], axis=1)
+        return TensorList.from_flat(out, shapes, images.layout, device=device)
     if not (sizes == sizes[0]).all():
         op, pixels = torch.ops.torchdali.resize.default, images.samples
     elif images.dense is not None:
         op, pixels = torch.ops.torchdali.resize.dense_in, images.dense
     else:
         op, pixels = torch.ops.torchdali.resize.dense, images.samples
-    out = op(pixels, sizes.reshape(-1).tolist(), rois, torch.from_numpy(np.ascontiguousarray(interp)),
-             bool(antialias), out_dtype, images.chw)
+    out = op(pixels, out_sizes, rois, interp, bool(antialias), out_dtype, images.chw)
     return TensorList.make(out, images.layout, device=device)
 
 

@@ -94,31 +94,42 @@ def fit_windows(op, windows, hw, policy):
     return np.stack([y0, x0, np.minimum(y + ch, h) - y0, np.minimum(x + cw, w) - x0], axis=1)
 
 
+def _round_positive(v):
+    """round_half_away for an array of values >= 0, in fewer steps (a hot path), as int64."""
+    r = np.floor(v)
+    r += (v - r) >= 0.5
+    return r.astype(np.int64)
+
+
 def random_crop_windows(rng, hw, area, aspect, num_attempts):
     """Random windows for images of sizes `hw`, as DALI's RandomCropGenerator picks them:
     every attempt of every sample drawn at once from the NumPy generator `rng` (the
     numbers are torchdali's own), the first attempt that fits taken, DALI's fallback
-    where none does, and uniform anchors."""
-    h, w = hw[:, 0].astype(np.int64), hw[:, 1].astype(np.int64)
+    where none does, and uniform anchors. Each step works on both sides at once (rows
+    0 and 1 of a [2, N, attempts] array): this runs once a batch on the decode thread."""
+    hw = hw.astype(np.int64)
+    h, w = hw[:, 0], hw[:, 1]
     n = len(h)
     lo_r, hi_r = float(_F32(aspect[0])), float(_F32(aspect[1]))
     max_w = np.maximum(1, (h.astype(_F32) * _F32(hi_r)).astype(np.int64))
     max_h = np.maximum(1, (w.astype(_F32) * (_F32(1) / _F32(lo_r))).astype(np.int64))
-    min_area = (w * h).astype(_F32) * _F32(area[0])
+    pixels = w * h
+    min_area = pixels.astype(_F32) * _F32(area[0])
     too_wide = h * max_w < min_area
     too_tall = ~too_wide & (w * max_h < min_area)
     scale = rng.uniform(area[0], area[1], (n, num_attempts))
     ratio = np.exp(rng.uniform(np.log(lo_r), np.log(hi_r), (n, num_attempts)))
-    target = (scale * (h * w)[:, None]).astype(_F32).astype(np.float64)
-    tw = np.maximum(1, round_half_away(np.sqrt(target * ratio)))
-    th = np.maximum(1, round_half_away(np.sqrt(target / ratio)))
+    target = (scale * pixels[:, None]).astype(_F32).astype(np.float64)
+    sides = np.maximum(1, _round_positive(np.sqrt(np.stack([target * ratio, target / ratio]))))  # (w, h)
+    tw, th = sides
     r = (tw / th).astype(_F32)
-    fits = (tw <= w[:, None]) & (th <= h[:, None]) & (r >= _F32(lo_r)) & (r <= _F32(hi_r))
+    fits = (sides <= hw.T[::-1, :, None]).all(axis=0) & (r >= _F32(lo_r)) & (r <= _F32(hi_r))
     first = np.argmax(fits, axis=1)
-    ch, cw = th[np.arange(n), first], tw[np.arange(n), first]
+    rows = np.arange(n)
+    ch, cw = th[rows, first], tw[rows, first]
     # DALI's fallback: the whole image (or its widest / tallest allowed part), shrunk to
     # the largest allowed area, keeping its aspect ratio.
-    none = ~fits.any(axis=1)
+    none = ~fits[rows, first]
     if none.any():
         img_r = (w / h).astype(_F32)
         fh = np.where(img_r > hi_r, h, np.where(img_r < lo_r, max_h, h))
@@ -127,8 +138,9 @@ def random_crop_windows(rng, hw, area, aspect, num_attempts):
         shrink = np.sqrt(np.minimum(1.0, max_area / (fh * fw)))
         ch = np.where(none, np.maximum(1, (fh * shrink).astype(np.int64)), ch)
         cw = np.where(none, np.maximum(1, (fw * shrink).astype(np.int64)), cw)
-    ch = np.where(too_wide, h, np.where(too_tall, max_h, ch))
-    cw = np.where(too_wide, max_w, np.where(too_tall, w, cw))
+    if too_wide.any() or too_tall.any():
+        ch = np.where(too_wide, h, np.where(too_tall, max_h, ch))
+        cw = np.where(too_wide, max_w, np.where(too_tall, w, cw))
     # Inside the image even for an area range above 1, which can make those exceed it.
     ch, cw = np.minimum(ch, h), np.minimum(cw, w)
     y = rng.integers(0, h - ch + 1)

@@ -50,7 +50,9 @@ def check_outputs(outputs, dtypes, ndims):
         if dtype is not None and out.dtype != dtype:
             raise RuntimeError(f"Data type in the output_idx={i} does not match. Expected: {dtype.name}. "
                                f"Received: {out.dtype.name}.")
+        if ndim is None:
+            continue
         got = out.sample(0).dim()
-        if ndim is not None and got != ndim:
+        if got != ndim:
             raise RuntimeError(f"Number of dimensions in the output_idx={i} does not match. Expected: {ndim}. "
                                f"Received: {got}.")
