@@ -77,12 +77,14 @@ TORCH_LIBRARY(torchdali, m) {
   m.def("gather_windows(Tensor[] images, Tensor windows) -> Tensor");
   // Permutes the dims of each sample: output dim k is input dim perm[k] (DALI's Transpose).
   m.def("transpose(Tensor[] images, int[] perm) -> Tensor[]");
-  // Warps each image (HWC, or CHW when `chw`; uint8, float16, float32) with an affine map:
+  // Warps each image (HWC, or CHW when `chw`; uint8, float16, float32, and the label types
+  // int16 and int32, which go to their own type or float32 as in DALI) with an affine map:
   // output pixel (x, y) of sample i samples the input at
   //   matrices[i] @ (x + 0.5, y + 0.5, 1)
   // (float32; row 0 gives the column, row 1 the row; input pixel (c, r) covers
   // [c, c+1) x [r, r+1)), as DALI's warp_affine with inverse_map=True. `interp[i]`: DALI interp
-  // type 0 (NN: pixel floor(p)) or 1 (LINEAR: bilinear around p - 0.5). Outside the input:
+  // type 0 (NN: pixel floor(p), copied exactly between equal types) or 1 (LINEAR: bilinear
+  // around p - 0.5, in float32). Outside the input:
   // `fill` (1 or C values; converted to out_dtype, and for LINEAR then to the input type,
   // as DALI does), or without fill the nearest edge pixel. Outputs are out_sizes[2i] x
   // out_sizes[2i+1] (height, width) of `out_dtype`, rounded half away from zero and

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "crop_mirror_normalize.h"
@@ -78,6 +79,17 @@ C10_HOST_DEVICE inline void source_point(const Sample& s, int64_t x, float px_y,
   py = add(add(mul(s.m[3], fx), py_y), s.m[5]);
 }
 
+// A pixel INTERP_NN copies, in the output type: exact where the types agree (an int32 label
+// map keeps values that float32 would round), else converted as DALI's ConvertSat does.
+template <typename Out, typename In>
+C10_HOST_DEVICE inline Out nn_value(In v) {
+  if constexpr (std::is_same_v<In, Out>) {
+    return v;
+  } else {
+    return cmn::convert_sat<Out>(static_cast<float>(v));
+  }
+}
+
 // Writes output pixel (x, y) of sample `s`, all channels. `border`: nullptr to clamp to the
 // edge, else 2 * channels floats: the value INTERP_NN writes outside the image, then the
 // value INTERP_LINEAR reads there (see border_table).
@@ -100,8 +112,7 @@ C10_HOST_DEVICE inline void warp_pixel(const Sample& s, int64_t x, int64_t y,
       return;
     }
     const In* p = src + (clamp_index(r0, s.in_h) * s.in_w + clamp_index(c0, s.in_w)) * s.in_pixel_stride;
-    for (int64_t ch = 0; ch < s.channels; ++ch)
-      dst[ch * ocs] = cmn::convert_sat<Out>(static_cast<float>(p[ch * cs]));
+    for (int64_t ch = 0; ch < s.channels; ++ch) dst[ch * ocs] = nn_value<Out>(p[ch * cs]);
     return;
   }
   const float sx = limit(px - 0.5f), sy = limit(py - 0.5f);
@@ -149,7 +160,17 @@ at::Tensor border_table(const at::Tensor& fill) {
 }
 
 inline bool is_allowed(at::ScalarType t) {
-  return t == at::kByte || t == at::kHalf || t == at::kFloat;
+  return t == at::kByte || t == at::kShort || t == at::kInt || t == at::kHalf || t == at::kFloat;
+}
+
+inline bool is_label_type(at::ScalarType t) { return t == at::kShort || t == at::kInt; }
+
+// The conversions DALI's warp operators make for int16 and int32 (label maps, masks): to their
+// own type or to float32, and float32 to either; uint8 / float16 / float32 convert freely.
+inline bool is_allowed_pair(at::ScalarType in, at::ScalarType out) {
+  if (is_label_type(in)) return out == in || out == at::kFloat;
+  if (is_label_type(out)) return in == at::kFloat;
+  return true;
 }
 
 // Everything a kernel needs, validated: contiguous images, one Sample per image (dst set
@@ -169,7 +190,7 @@ inline void check_images(Args& a, const at::TensorList& images, bool chw) {
   TORCH_CHECK_VALUE(first.dim() == 3, "warp_affine: `images` must be ", chw ? "CHW" : "HWC",
                     " (3 dims), sample 0 has shape ", first.sizes());
   TORCH_CHECK_TYPE(is_allowed(first.scalar_type()), "warp_affine: `images` must be uint8, "
-                   "float16 or float32, got ", first.scalar_type());
+                   "int16, int32, float16 or float32, got ", first.scalar_type());
   a.channels = first.size(cdim);
   for (int64_t i = 0; i < a.n; ++i) {
     const at::Tensor& im = images[i];
@@ -196,8 +217,11 @@ inline Args prepare(const at::TensorList& images, const at::Tensor& matrices,
   a.out_dtype = out_dtype;
   TORCH_CHECK_VALUE(a.n > 0, "warp_affine: `images` must hold at least one image");
   check_images(a, images, chw);
-  TORCH_CHECK_TYPE(is_allowed(out_dtype), "warp_affine: `out_dtype` must be uint8, float16 or "
-                   "float32, got ", out_dtype);
+  TORCH_CHECK_TYPE(is_allowed(out_dtype), "warp_affine: `out_dtype` must be uint8, int16, "
+                   "int32, float16 or float32, got ", out_dtype);
+  TORCH_CHECK_TYPE(is_allowed_pair(a.images[0].scalar_type(), out_dtype), "warp_affine: int16 "
+                   "and int32 images are warped to their own type or float32, and only float32 "
+                   "images to int16 or int32; got ", a.images[0].scalar_type(), " to ", out_dtype);
   TORCH_CHECK_VALUE(matrices.dim() == 3 && matrices.size(0) == a.n && matrices.size(1) == 2 &&
                     matrices.size(2) == 3, "warp_affine: `matrices` must have shape [", a.n,
                     ", 2, 3] (one 2x3 output-to-input matrix per image), got ", matrices.sizes());
@@ -276,9 +300,15 @@ inline std::vector<at::Tensor> allocate(Args& a, bool dense, at::Tensor* batch) 
   return outs;
 }
 
-// Calls f(In{}, Out{}) with the C++ types of the input and output dtypes.
+// Calls f(In{}, Out{}) with the C++ types of the input and output dtypes (is_allowed_pair).
 template <typename F>
 void dispatch(at::ScalarType in, at::ScalarType out, F&& f) {
+  if (in == at::kShort && out == at::kShort) return f(int16_t{}, int16_t{});
+  if (in == at::kShort && out == at::kFloat) return f(int16_t{}, float{});
+  if (in == at::kInt && out == at::kInt) return f(int32_t{}, int32_t{});
+  if (in == at::kInt && out == at::kFloat) return f(int32_t{}, float{});
+  if (in == at::kFloat && out == at::kShort) return f(float{}, int16_t{});
+  if (in == at::kFloat && out == at::kInt) return f(float{}, int32_t{});
   dispatch_types<false>("warp_affine", in, out, f);
 }
 

@@ -14,7 +14,11 @@ DEVICES = ["cpu", pytest.param("cuda", marks=requires_cuda)]
 SIZES = [(17, 23), (1, 1), (31, 5), (8, 40)]
 OUT_SIZES = [(19, 21), (3, 2), (31, 5), (9, 41)]
 TYPE_PAIRS = [(torch.uint8, torch.uint8), (torch.uint8, torch.float32), (torch.float16, torch.float16),
-              (torch.float32, torch.uint8), (torch.float32, torch.float32), (torch.uint8, torch.float16)]
+              (torch.float32, torch.uint8), (torch.float32, torch.float32), (torch.uint8, torch.float16),
+              # DALI's label types: to their own type or float32, and from float32
+              (torch.int16, torch.int16), (torch.int16, torch.float32), (torch.int32, torch.int32),
+              (torch.int32, torch.float32), (torch.float32, torch.int16), (torch.float32, torch.int32)]
+INT_TYPES = {torch.uint8: np.uint8, torch.int16: np.int16, torch.int32: np.int32}
 F32 = np.float32
 
 
@@ -33,11 +37,12 @@ def matrices_for(sizes, seed=0):
 def to_out(v, dtype):
     """float32 -> dtype as the kernels convert: round half away from zero, saturate (NaN: 0)."""
     v = np.asarray(v, F32)
-    if dtype == torch.uint8:
-        v = np.nan_to_num(v, nan=0.0)
+    if dtype in INT_TYPES:
+        info = np.iinfo(INT_TYPES[dtype])
+        v = np.nan_to_num(v, nan=0.0).astype(np.float64)
         t = np.trunc(v)
         r = t + np.sign(v) * (np.abs(v - t) >= 0.5)
-        return np.clip(r, 0, 255).astype(np.uint8)
+        return np.clip(r, info.min, info.max).astype(INT_TYPES[dtype])
     return v.astype(np.float16 if dtype == torch.float16 else F32)
 
 
@@ -181,6 +186,30 @@ def test_cuda_equals_cpu(in_dtype, out_dtype, interp, fill):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("fill", [None, [-7.0]])
+def test_nearest_copies_int32_labels_exactly(device, fill):
+    """Label values that float32 cannot hold (above 2^24) come through INTERP_NN unchanged:
+    an int32 label map keeps its ids; outside the image, the fill."""
+    g = torch.Generator().manual_seed(5)
+    labels = [(torch.randint(0, 1000, (h, w, 1), generator=g, dtype=torch.int32) * 2 + (1 << 30) + 1).to(device)
+              for h, w in SIZES]
+    m = matrices_for(SIZES, seed=3)
+    outs = warp_affine(labels, m, OUT_SIZES, INTERP_NN, None if fill is None else torch.tensor(fill), torch.int32)
+    for im, out, mat, (oh, ow) in zip(labels, outs, m, OUT_SIZES):
+        h, w, _ = im.shape
+        oy, ox = np.meshgrid(np.arange(oh), np.arange(ow), indexing="ij")
+        fx, fy = ox.astype(F32) + F32(0.5), oy.astype(F32) + F32(0.5)
+        mat = mat.numpy().astype(F32)
+        col = np.floor((mat[0, 0] * fx + mat[0, 1] * fy) + mat[0, 2]).astype(np.int64)
+        row = np.floor((mat[1, 0] * fx + mat[1, 1] * fy) + mat[1, 2]).astype(np.int64)
+        inside = (col >= 0) & (col < w) & (row >= 0) & (row < h)
+        expected = im.cpu().numpy()[np.clip(row, 0, h - 1), np.clip(col, 0, w - 1)]
+        if fill is not None:
+            expected = np.where(inside[..., None], expected, np.int32(fill[0]))
+        np.testing.assert_array_equal(out.cpu().numpy(), expected)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dense", [False, True])
 @pytest.mark.parametrize("fill", [None, [3.0, 4.0, 5.0]])
 def test_opcheck(device, dense, fill):
@@ -217,8 +246,12 @@ BAD_CALLS = [
     ("fill length", dict(fill=torch.tensor([1.0, 2.0])), ValueError, "`fill` must have 1 or 3"),
     ("bad interp", dict(interp=2), ValueError, "interpolation type 2 of sample 0 is not supported"),
     ("interp count", dict(interp=[0, 1, 1]), ValueError, "`interp` must hold one interpolation type per image"),
-    ("out dtype", dict(out_dtype=torch.int32), TypeError, "`out_dtype` must be uint8, float16 or float32"),
-    ("images dtype", dict(images=[torch.zeros(3, 3, 3, dtype=torch.int16)] * 2), TypeError, "must be uint8"),
+    ("out dtype", dict(out_dtype=torch.int8), TypeError, "`out_dtype` must be uint8, int16, int32, float16 or"),
+    ("images dtype", dict(images=[torch.zeros(3, 3, 3, dtype=torch.int8)] * 2), TypeError, "must be uint8, int16"),
+    ("label to uint8", dict(images=[torch.zeros(3, 3, 3, dtype=torch.int32)] * 2, out_dtype=torch.uint8), TypeError,
+     "int16 and int32 images are warped to their own type or float32"),
+    ("uint8 to label", dict(images=[torch.zeros(3, 3, 3, dtype=torch.uint8)] * 2, out_dtype=torch.int16), TypeError,
+     "only float32 images to int16 or int32"),
     ("channels differ", dict(images=[torch.zeros(3, 3, 3), torch.zeros(3, 3, 1)]), ValueError, "3 channels"),
     ("empty image", dict(images=[torch.zeros(3, 3, 3), torch.zeros(0, 3, 3)]), ValueError, "sample 1 is empty"),
     ("not 3 dims", dict(images=[torch.zeros(3, 3)] * 2), ValueError, "must be HWC"),

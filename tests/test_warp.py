@@ -150,6 +150,36 @@ def test_warp_affine_matches_dali(variant):
         assert_close_to_dali(ours, theirs, 3.0)
 
 
+LABEL_IMAGES = {dtype: [(im.astype(np.int64) * 97 - 9000).astype(dtype) for im in IMAGES]
+                for dtype in (np.int16, np.int32)}
+
+
+@pytest.mark.parametrize("dtype", [np.int16, np.int32], ids=["int16", "int32"])
+@pytest.mark.parametrize("op,kwargs", [("rotate", dict(angle=33.0)), ("rotate", dict(angle=-60, fill_value=-5000.0)),
+                                       ("warp_affine", dict(matrix=MATRICES[1])),
+                                       ("warp_affine", dict(matrix=MATRICES[2], dtype=types.FLOAT))])
+@pytest.mark.parametrize("interp", [types.INTERP_NN, types.INTERP_LINEAR], ids=["nn", "linear"])
+def test_label_types_match_dali(dtype, op, kwargs, interp):
+    """int16 and int32 images (label maps, masks) as DALI takes them: to their own type or
+    FLOAT; nearest neighbour keeps the label values."""
+    dali = dali_or_skip()
+    images = LABEL_IMAGES[dtype]
+    ours, _ = run(torchdali, op, images, interp_type=interp, **kwargs)
+    theirs, _ = run(dali, op, images, interp_type=interp, **kwargs)
+    for o, t, im in zip(ours, theirs, images):
+        assert o.shape == t.shape and o.dtype == t.dtype
+        if interp == types.INTERP_NN and o.dtype == dtype:  # every value is an input value (or the fill)
+            assert np.isin(o, np.append(im.ravel(), kwargs.get("fill_value", im.flat[0]))).all()
+    assert_close_to_dali(ours, theirs, 3.0 * 97)  # the ties that NN breaks differently (see the module)
+
+
+def test_label_type_conversions_dali_refuses_are_errors():
+    with pytest.raises(TypeError, match=r"rotate \('.*'\): cannot warp INT32 images to UINT8"):
+        run(torchdali, "rotate", LABEL_IMAGES[np.int32], angle=10, dtype=types.UINT8)
+    with pytest.raises(TypeError, match=r"warp_affine \('.*'\): cannot warp UINT8 images to INT16"):
+        run(torchdali, "warp_affine", IMAGES, matrix=MATRICES[0], dtype=types.INT16)
+
+
 def test_per_sample_angle_size_and_matrix_match_dali():
     dali = dali_or_skip()
     angles = [np.float32(a) for a in (10, -33.3, 90, 181, 7.5, 0)]

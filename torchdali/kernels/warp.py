@@ -11,7 +11,7 @@ load_extension()
 __all__ = ["warp_affine", "INTERP_NN", "INTERP_LINEAR"]
 
 INTERP_NN, INTERP_LINEAR = 0, 1
-_DTYPES = (torch.uint8, torch.float16, torch.float32)
+_DTYPES = (torch.uint8, torch.int16, torch.int32, torch.float16, torch.float32)
 
 
 def warp_affine(images: List[torch.Tensor], matrices: torch.Tensor,

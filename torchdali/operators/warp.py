@@ -11,7 +11,7 @@ from .. import types
 from ..schema import BOOL, DTYPE, FLOAT, FLOATS, INTERP_TYPE, REQUIRED, ArgType, Arg, register
 from ..tensor_list import TensorList
 from .base import BatchSpec, Operator
-from .images import image_batch, over_frames, plan_images, refuse_huge_outputs
+from .images import IMAGE_DTYPES, image_batch, over_frames, plan_images, refuse_huge_outputs
 
 _F32 = np.float32
 _D2R = _F32(math.pi / 180)  # DALI's deg2rad constant, in float
@@ -51,9 +51,33 @@ WARP_ARGS = [
         "it the edge pixels are repeated."),
     Arg("interp_type", INTERP_TYPE, types.DALIInterpType.INTERP_LINEAR,
         "INTERP_NN or INTERP_LINEAR.", per_sample=True, check=_interp_check),
-    Arg("dtype", DTYPE, None, "Output type; the input's if not set.",
-        choices=(types.UINT8, types.FLOAT16, types.FLOAT)),
+    Arg("dtype", DTYPE, None, "Output type; the input's if not set. int16 and int32 images (label "
+        "maps) go to their own type or FLOAT, and only FLOAT images to INT16 or INT32.",
+        choices=(types.UINT8, types.INT16, types.INT32, types.FLOAT16, types.FLOAT)),
 ]
+
+# The images warp_affine and rotate take: IMAGE_DTYPES and DALI's label types.
+LABEL_TYPES = (torch.int16, torch.int32)
+WARP_DTYPES = IMAGE_DTYPES + LABEL_TYPES
+
+
+def check_type_pair(op, in_dtype, dtype):
+    """The conversions DALI's warp operators make for label types: int16 / int32 to their own
+    type or float32, and float32 to either (an error naming the operator otherwise)."""
+    if in_dtype is None or dtype is None:
+        return
+    out = types.to_torch_type(dtype)
+    if (in_dtype in LABEL_TYPES and out not in (in_dtype, torch.float32)) or \
+            (out in LABEL_TYPES and in_dtype not in (out, torch.float32)):
+        raise op.error(f"cannot warp {types.to_dali_type(in_dtype).name} images to {types.to_dali_type(out).name}: "
+                       "int16 and int32 images go to their own type or FLOAT, and only FLOAT images to INT16 or "
+                       "INT32", TypeError)
+
+
+def plan_warp(op, spec):
+    """Build-time checks of warp_affine's and rotate's input."""
+    plan_images(op, spec, dtypes=WARP_DTYPES, sequences=True)
+    check_type_pair(op, spec.dtype, op.spec.args["dtype"])
 
 
 def explicit_sizes(op, args, n):
@@ -77,6 +101,7 @@ def run_warp(op, batch, images, matrices, sizes, args):
     from ..kernels.warp import warp_affine  # loads the extension on first use
 
     n = len(images)
+    check_type_pair(op, images.dtype, args["dtype"])
     interp = np.broadcast_to(np.asarray(args.batch("interp_type"), np.int64), (n,)).tolist()
     fill = args["fill_value"]
     fill = None if fill is None else torch.tensor([fill], dtype=torch.float32)
@@ -154,14 +179,14 @@ class WarpAffine(Operator):
         return m
 
     def plan(self, inputs):
-        plan_images(self, inputs[0], sequences=True)
+        plan_warp(self, inputs[0])
         return [BatchSpec("gpu" if self.spec.device == "gpu" else "cpu")], over_frames(self, self.run)
 
     def run(self, inputs, args, ctx):
         batch = inputs[0]
         if not len(batch):
             return [batch]
-        images = image_batch(self, batch)
+        images = image_batch(self, batch, WARP_DTYPES)
         n = len(images)
         sizes = explicit_sizes(self, args, n)
         return run_warp(self, batch, images, self._matrices(inputs, args, n),
@@ -218,14 +243,14 @@ class Rotate(Operator):
                              "supported; rotate 2D images without it")
 
     def plan(self, inputs):
-        plan_images(self, inputs[0], sequences=True)
+        plan_warp(self, inputs[0])
         return [BatchSpec("gpu" if self.spec.device == "gpu" else "cpu")], over_frames(self, self.run)
 
     def run(self, inputs, args, ctx):
         batch = inputs[0]
         if not len(batch):
             return [batch]
-        images = image_batch(self, batch)
+        images = image_batch(self, batch, WARP_DTYPES)
         n = len(images)
         angles = np.broadcast_to(np.asarray(args.batch("angle"), np.float64), (n,))
         sizes = explicit_sizes(self, args, n)
