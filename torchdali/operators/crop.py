@@ -11,8 +11,10 @@ from .. import types
 from ..schema import DTYPE, FLOAT, FLOATS, STR, Arg, register
 from ..tensor_list import TensorList
 from .base import BatchSpec, Operator
-from .images import IMAGE_DTYPES, check_channels, image_batch, image_ndim, over_frames, plan_images
-from .windows import crop_windows, fit_windows, whole_images
+from .images import (IMAGE_DTYPES, VOLUME_LAYOUTS, check_channels, image_batch, image_ndim, image_shapes,
+                     over_frames, plan_images)
+from .conversions import convert_saturate
+from .windows import crop_windows, fit_windows, fit_windows_nd, volume_windows, whole_images
 
 _POLICIES = ("error", "pad", "trim_to_shape")
 
@@ -32,6 +34,10 @@ CROP_ARGS = [
     Arg("crop_pos_x", FLOAT, 0.5, "Horizontal position of the window: 0 = left, 1 = right.",
         per_sample=True, check=_in_unit_range),
     Arg("crop_pos_y", FLOAT, 0.5, "Vertical position of the window: 0 = top, 1 = bottom.",
+        per_sample=True, check=_in_unit_range),
+    Arg("crop_d", FLOAT, 0.0, "Crop depth, for volumes (DHWC, CDHW; overrides `crop`); images have no depth.",
+        per_sample=True),
+    Arg("crop_pos_z", FLOAT, 0.5, "Depth position of the window, for volumes: 0 = front, 1 = back.",
         per_sample=True, check=_in_unit_range),
     Arg("out_of_bounds_policy", STR, "error", "A window outside the image: 'error', 'pad' with "
         "fill_values, or 'trim_to_shape'.", choices=_POLICIES),
@@ -112,32 +118,48 @@ def crop_normalize(images, windows, *, out_dtype, out_chw, fill, device, mirror=
 LABEL_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64)
 
 
+def take_windows(pixels, windows, fill, out_dtype, channel_first):
+    """The windows [n, 2k] (k anchors, then k extents, equal for every row) of a dense batch
+    `pixels` [n, *k spatial, C] (or [n, C, *k spatial]) gathered in one indexing call, any
+    element type, converted to `out_dtype` (saturating) and `fill` ([1] or one per channel,
+    already in the output type) where a window leaves its sample."""
+    n, k = len(windows), windows.shape[1] // 2
+    first = 2 if channel_first else 1
+    sizes = pixels.shape[first:first + k]
+    index, inside = [], None
+    for a in range(k):
+        shape = [n] + [1] * k
+        shape[1 + a] = -1
+        at = torch.from_numpy(windows[:, a:a + 1] + np.arange(windows[0, k + a]))
+        ok = ((at >= 0) & (at < sizes[a])).reshape(shape)
+        inside = ok if inside is None else inside & ok
+        index.append(at.clamp(0, max(sizes[a] - 1, 0)).reshape(shape).to(pixels.device))
+    rows = torch.arange(n, device=pixels.device).reshape([n] + [1] * k)
+    inside = inside.to(pixels.device)
+    if channel_first:  # advanced indices around a slice: the gathered dims come first
+        out = pixels[(rows, slice(None), *index)].movedim(-1, 1)
+        inside, values = inside.unsqueeze(1), fill.reshape(1, -1, *[1] * k)
+    else:
+        out = pixels[(rows, *index)]
+        inside, values = inside.unsqueeze(-1), fill.reshape(1, *[1] * k, -1)
+    return torch.where(inside, convert_saturate(out, out_dtype), values.to(pixels.device, out_dtype)).contiguous()
+
+
+def cut_batch(dense, samples, windows, fill, out_dtype, channel_first):
+    """take_windows over a batch: one call for a dense batch whose windows share a size, one
+    per sample otherwise (`samples`: a callable giving the list of samples)."""
+    k = windows.shape[1] // 2
+    if dense is not None and (windows[:, k:] == windows[0, k:]).all():
+        return take_windows(dense, windows, fill, out_dtype, channel_first)
+    return [take_windows(s[None], windows[i:i + 1], fill, out_dtype, channel_first)[0]
+            for i, s in enumerate(samples())]
+
+
 def cut(images, windows, fill, out_dtype):
     """`images` (an ImageBatch) cut to `windows` ([N, 4] (y, x, h, w)) by indexing, `fill`
-    ([1] or one per channel) where a window leaves its image: any element type. One gather
-    for a dense batch whose windows share a size, one per sample otherwise."""
-    h_axis = 1 if images.chw else 0
-
-    def take(pixels, win):  # pixels [n, H, W, C] (or [n, C, H, W]), win [n, 4] -> the cut samples
-        n, size = len(win), pixels.shape[h_axis + 1:h_axis + 3]
-        ys = torch.from_numpy(win[:, :1] + np.arange(win[0, 2]))
-        xs = torch.from_numpy(win[:, 1:2] + np.arange(win[0, 3]))
-        inside = ((ys >= 0) & (ys < size[0]))[:, :, None] & ((xs >= 0) & (xs < size[1]))[:, None, :]
-        ys, xs = ys.clamp(0, max(size[0] - 1, 0)), xs.clamp(0, max(size[1] - 1, 0))
-        rows = torch.arange(n)[:, None, None]
-        if images.chw:
-            out = pixels[rows, :, ys[:, :, None], xs[:, None, :]].permute(0, 3, 1, 2)
-            inside, values = inside[:, None], fill.reshape(1, -1, 1, 1)
-        else:
-            out, inside, values = pixels[rows, ys[:, :, None], xs[:, None, :]], inside[..., None], fill.reshape(1, 1, 1, -1)
-        out = torch.where(inside.to(out.device), out.to(out_dtype), values.to(out.device, out_dtype))
-        return out.contiguous()
-
-    layout = images.layout
-    if images.dense is not None and (windows[:, 2:] == windows[0, 2:]).all():
-        return TensorList.make(take(images.dense, windows), layout, device=images.batch.device)
-    return TensorList.make([take(s[None], windows[i:i + 1])[0] for i, s in enumerate(images.samples)], layout,
-                           device=images.batch.device)
+    ([1] or one per channel) where a window leaves its image: any element type."""
+    out = cut_batch(images.dense, lambda: images.samples, windows, fill, out_dtype, images.chw)
+    return TensorList.make(out, images.layout, device=images.batch.device)
 
 
 @register("crop", devices=("cpu", "gpu"), inputs=(1, 1), aliases=("Crop",),
@@ -150,11 +172,19 @@ def cut(images, windows, fill, out_dtype):
           ])
 class Crop(Operator):
     """Crop a window of each HWC or CHW image (or of every frame of an FHWC / FCHW sequence) at
-    (crop_pos_y, crop_pos_x); windows outside the image follow out_of_bounds_policy. Integer images (masks, label maps of int8 to
-    int64) are cut with every value kept, as DALI's crop does."""
+    (crop_pos_y, crop_pos_x), or of each DHWC / CDHW volume in depth too (crop_d, crop_pos_z);
+    windows outside the image follow out_of_bounds_policy. Integer images (masks, label maps of
+    int8 to int64) are cut with every value kept, as DALI's crop does."""
 
     def plan(self, inputs):
-        plan_images(self, inputs[0], IMAGE_DTYPES + LABEL_DTYPES, sequences=True)
+        spec = inputs[0]
+        if spec.layout in VOLUME_LAYOUTS:
+            if spec.ndim is not None and spec.ndim != 4:
+                raise self.error(f"input samples have {spec.ndim} dims; expected {spec.layout} volumes", ValueError)
+            if spec.dtype is not None and spec.dtype not in IMAGE_DTYPES + LABEL_DTYPES:
+                raise self.error(f"input type {types.to_dali_type(spec.dtype)} is not supported", TypeError)
+        else:
+            plan_images(self, spec, IMAGE_DTYPES + LABEL_DTYPES, sequences=True)
         a = self.spec.args
         self.out_dtype = types.to_torch_type(a["dtype"]) if a["dtype"] is not None else None
         return [BatchSpec(inputs[0].device, self.out_dtype or inputs[0].dtype, image_ndim(inputs[0]),
@@ -164,6 +194,8 @@ class Crop(Operator):
         batch = inputs[0]
         if len(batch) == 0:
             return [batch]
+        if batch.layout() in VOLUME_LAYOUTS:
+            return [self._crop_volumes(batch, args)]
         images = image_batch(self, batch, IMAGE_DTYPES + LABEL_DTYPES)
         check_channels(self, images)
         out_dtype = self.out_dtype or images.dtype
@@ -178,3 +210,26 @@ class Crop(Operator):
             return [cut(images, windows, fill, out_dtype)]
         return [crop_normalize(images, windows, out_dtype=out_dtype, out_chw=images.chw, fill=fill,
                                device=batch.device)]
+
+    def _crop_volumes(self, batch, args):
+        """DHWC or CDHW volumes cut to their (z, y, x, d, h, w) windows by indexing."""
+        layout = batch.layout()
+        shapes = image_shapes(self, batch, layout)
+        dtype = types.to_torch_type(batch.dtype)
+        if dtype not in IMAGE_DTYPES + LABEL_DTYPES:
+            raise self.error(f"input type {batch.dtype} is not supported", TypeError)
+        channel_first = layout == "CDHW"
+        dhw, channels = (shapes[:, 1:], shapes[:, 0]) if channel_first else (shapes[:, :3], shapes[:, 3])
+        if (channels != channels[0]).any():
+            i = int(np.argmax(channels != channels[0]))
+            raise self.error(f"sample {i} has {channels[i]} channels, sample 0 has {channels[0]}; give volumes of "
+                             "one number of channels", ValueError, sample=i)
+        out_dtype = self.out_dtype or dtype
+        fill = output_fill(out_dtype, args["fill_values"])
+        if fill.numel() not in (1, int(channels[0])):
+            raise self.error(f"fill_values has {fill.numel()} values for {int(channels[0])} channels; give 1 or one "
+                             "per channel", ValueError)
+        windows = fit_windows_nd(self, volume_windows(self, dhw, args, args["rounding"]), dhw,
+                                 args["out_of_bounds_policy"])
+        out = cut_batch(batch.dense_tensor(), batch.as_torch_list, windows, fill, out_dtype, channel_first)
+        return TensorList.make(out, layout, device=batch.device)

@@ -6,7 +6,7 @@ step that `decoders.image` followed by `random_resized_crop` fuses into (torchda
 import numpy as np
 import torch
 
-from ..schema import FLOAT, Arg, register
+from ..schema import register
 from ..tensor_list import TensorList
 from .base import Args, RandomOperator
 from .crop import CROP_ARGS, Crop
@@ -17,12 +17,7 @@ from .slicing import SLICE_ARGS, SliceWindows
 from .windows import crop_windows, fit_windows, random_crop_windows, whole_images
 
 # DALI's fused crop has no padding: a window outside the image is an error.
-_CROP_ARGS = [a for a in CROP_ARGS if a.name not in ("out_of_bounds_policy", "fill_values")] + [
-    Arg("crop_d", FLOAT, 0.0, "Crop depth, for volumes: decoded images have none, so no effect.",
-        per_sample=True),
-    Arg("crop_pos_z", FLOAT, 0.5, "Depth position of the window, for volumes: no effect on images.",
-        per_sample=True),
-]
+_CROP_ARGS = [a for a in CROP_ARGS if a.name not in ("out_of_bounds_policy", "fill_values")]
 
 
 class _DecodeThenCrop(ImageDecoder):

@@ -13,6 +13,7 @@ from ..settings import MAX_IMAGE_PIXELS_VARIABLE, max_image_pixels
 
 IMAGE_LAYOUTS = ("HWC", "CHW")
 SEQUENCE_LAYOUTS = ("FHWC", "FCHW")
+VOLUME_LAYOUTS = ("DHWC", "CDHW")  # crop's volumes (depth, height, width and channels)
 IMAGE_DTYPES = (torch.uint8, torch.float16, torch.float32)
 _NOT_2D = "3D volumes and sequences are not supported"
 
@@ -106,7 +107,8 @@ def image_shapes(op, batch, layout="HWC"):
         shapes = np.zeros((len(batch), 0), np.int64)
     if shapes.shape[1] != ndim:
         i = next(i for i in range(len(batch)) if batch.sample(i).dim() != ndim)
-        what = "sequences" if layout in SEQUENCE_LAYOUTS else f"images ({_NOT_2D})"
+        what = "sequences" if layout in SEQUENCE_LAYOUTS else "volumes" if layout in VOLUME_LAYOUTS else \
+            f"images ({_NOT_2D})"
         raise op.error(f"sample {i} has shape {tuple(batch.sample(i).shape)}; expected {layout} {what}",
                        ValueError, sample=i)
     return shapes

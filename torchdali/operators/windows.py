@@ -71,6 +71,58 @@ def crop_windows(op, hw, args, rounding="round"):
     return windows
 
 
+def volume_windows(op, dhw, args, rounding="round"):
+    """The (z, y, x, d, h, w) windows [N, 6] of the crop arguments over volumes of sizes `dhw`
+    [N, 3], as DALI crops volumes: `crop` as (depth, height, width) or (height, width),
+    crop_d / crop_h / crop_w over it, an extent of 0 (or none given) keeping the whole axis;
+    each window at crop_pos_z / crop_pos_y / crop_pos_x as `crop_windows` places them."""
+    n = len(dhw)
+    extents = np.zeros((n, 3))
+    crop = args.batch("crop")
+    if crop is not None:
+        crop = np.asarray(crop, np.float64)
+        k = crop.shape[-1]
+        if k not in (2, 3):
+            raise op.error(f"argument 'crop' must be (depth, height, width) or (height, width) for volumes, got "
+                           f"{crop.tolist()}", ValueError)
+        extents[:, 3 - k:] = np.broadcast_to(crop, (n, k))
+    for axis, name in enumerate(("crop_d", "crop_h", "crop_w")):
+        v = np.broadcast_to(np.asarray(args.batch(name), np.float64), (n,))
+        extents[:, axis] = np.where(v != 0, v, extents[:, axis])
+    depth_only = (extents[:, 0] != 0) & (extents[:, 1:] == 0).all(axis=1)
+    if depth_only.any():
+        raise op.error("argument 'crop_d' needs the height and width of the window too (crop_h and crop_w, or "
+                       "'crop')", ValueError)
+    bad = (extents < 0).any(axis=1) | ~np.isfinite(extents).all(axis=1)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise op.error(f"sample {i}: crop size {tuple(extents[i].tolist())} is not valid: sizes must be finite and "
+                       ">= 0", ValueError, sample=i)
+    extents = np.where(extents != 0, np.trunc(extents), dhw).astype(np.int64)
+    if (extents <= 0).any():
+        i = int(np.argmax((extents <= 0).any(axis=1)))
+        raise op.error(f"sample {i}: crop size {tuple(extents[i].tolist())} must be positive", ValueError, sample=i)
+    anchors = [place(args.batch(f"crop_pos_{axis}"), dhw[:, k] - extents[:, k], rounding)
+               for k, axis in enumerate("zyx")]
+    return np.concatenate([np.stack(np.broadcast_arrays(*anchors), axis=1), extents], axis=1)
+
+
+def fit_windows_nd(op, windows, sizes, policy):
+    """fit_windows for windows [N, 2k] (anchors, then extents) over samples of `sizes` [N, k]."""
+    k = sizes.shape[1]
+    lo, ext = windows[:, :k], windows[:, k:]
+    outside = ((lo < 0) | (lo + ext > sizes)).any(axis=1)
+    if policy == "pad" or not outside.any():
+        return windows
+    if policy == "error":
+        i = int(np.argmax(outside))
+        raise op.error(f"sample {i}: the crop window {'x'.join(map(str, ext[i].tolist()))} at "
+                       f"{tuple(lo[i].tolist())} is outside the {'x'.join(map(str, sizes[i].tolist()))} volume; use "
+                       "out_of_bounds_policy='pad' or 'trim_to_shape'", ValueError, sample=i)
+    start = np.maximum(lo, 0)
+    return np.concatenate([start, np.minimum(lo + ext, sizes) - start], axis=1)
+
+
 def whole_images(hw):
     """Windows covering each image."""
     return np.concatenate([np.zeros_like(hw), hw], axis=1)
