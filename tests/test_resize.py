@@ -220,9 +220,10 @@ def test_random_resized_crop_accepts_what_dali_accepts(kwargs):
 def test_bad_mode_and_layout():
     with pytest.raises((ValueError, TypeError), match="mode"):
         run(torchdali, dict(size=(3, 3), mode="bogus"))
-    volumes = [np.zeros((2, 3, 4, 1), np.uint8)]
-    with pytest.raises(ValueError, match="resize.*layout 'DHWC' is not supported"):
-        run(torchdali, dict(size=(3, 3)), volumes, layout="DHWC")
+    volumes = [np.zeros((2, 3, 4, 1), np.uint8)]  # DHWC and CDHW volumes are resized: tests/test_resize_volumes.py
+    with pytest.raises(ValueError, match="resize.*layout 'HWCD' is not supported; give HWC or CHW images, FHWC or "
+                                         "FCHW sequences, or DHWC or CDHW volumes"):
+        run(torchdali, dict(size=(3, 3)), volumes, layout="HWCD")
 
 
 @pytest.mark.parametrize("kwargs", [dict(size=(float("nan"), 4)), dict(resize_shorter=float("nan")),

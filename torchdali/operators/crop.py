@@ -11,7 +11,7 @@ from .. import types
 from ..schema import DTYPE, FLOAT, FLOATS, STR, Arg, register
 from ..tensor_list import TensorList
 from .base import BatchSpec, Operator
-from .images import (IMAGE_DTYPES, VOLUME_LAYOUTS, check_channels, image_batch, image_ndim, image_shapes,
+from .images import (IMAGE_DTYPES, VOLUME_LAYOUTS, check_channels, dtype_error, image_batch, image_ndim, image_shapes,
                      over_frames, plan_images)
 from .conversions import convert_saturate
 from .windows import crop_windows, fit_windows, fit_windows_nd, volume_windows, whole_images
@@ -177,14 +177,7 @@ class Crop(Operator):
     int8 to int64) are cut with every value kept, as DALI's crop does."""
 
     def plan(self, inputs):
-        spec = inputs[0]
-        if spec.layout in VOLUME_LAYOUTS:
-            if spec.ndim is not None and spec.ndim != 4:
-                raise self.error(f"input samples have {spec.ndim} dims; expected {spec.layout} volumes", ValueError)
-            if spec.dtype is not None and spec.dtype not in IMAGE_DTYPES + LABEL_DTYPES:
-                raise self.error(f"input type {types.to_dali_type(spec.dtype)} is not supported", TypeError)
-        else:
-            plan_images(self, spec, IMAGE_DTYPES + LABEL_DTYPES, sequences=True)
+        plan_images(self, inputs[0], IMAGE_DTYPES + LABEL_DTYPES, sequences=True, volumes=True)
         a = self.spec.args
         self.out_dtype = types.to_torch_type(a["dtype"]) if a["dtype"] is not None else None
         return [BatchSpec(inputs[0].device, self.out_dtype or inputs[0].dtype, image_ndim(inputs[0]),
@@ -217,7 +210,7 @@ class Crop(Operator):
         shapes = image_shapes(self, batch, layout)
         dtype = types.to_torch_type(batch.dtype)
         if dtype not in IMAGE_DTYPES + LABEL_DTYPES:
-            raise self.error(f"input type {batch.dtype} is not supported", TypeError)
+            raise dtype_error(self, dtype, IMAGE_DTYPES + LABEL_DTYPES)
         channel_first = layout == "CDHW"
         dhw, channels = (shapes[:, 1:], shapes[:, 0]) if channel_first else (shapes[:, :3], shapes[:, 3])
         if (channels != channels[0]).any():

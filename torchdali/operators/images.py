@@ -18,32 +18,38 @@ IMAGE_DTYPES = (torch.uint8, torch.float16, torch.float32)
 _NOT_2D = "3D volumes and sequences are not supported"
 
 
-def _layout_error(op, layout, sequences=False):
-    accepted = ("HWC or CHW images, or FHWC or FCHW sequences (3D volumes are not supported)" if sequences
-                else f"HWC or CHW images ({_NOT_2D})")
+def _layout_error(op, layout, sequences=False, volumes=False):
+    if sequences and volumes:
+        accepted = "HWC or CHW images, FHWC or FCHW sequences, or DHWC or CDHW volumes"
+    elif sequences:
+        accepted = "HWC or CHW images, or FHWC or FCHW sequences (3D volumes are not supported)"
+    else:
+        accepted = f"HWC or CHW images ({_NOT_2D})"
     return op.error(f"input layout '{layout}' is not supported; give {accepted}", ValueError)
 
 
-def _dtype_error(op, dtype, dtypes=IMAGE_DTYPES):
+def dtype_error(op, dtype, dtypes=IMAGE_DTYPES):
     names = [str(d).replace("torch.", "") for d in dtypes]
     names = ", ".join(names[:-1]) + " or " + names[-1]
     return op.error(f"input type {types.to_dali_type(dtype)} is not supported; give {names} images", TypeError)
 
 
-def plan_images(op, spec, dtypes=IMAGE_DTYPES, sequences=False):
+def plan_images(op, spec, dtypes=IMAGE_DTYPES, sequences=False, volumes=False):
     """Build-time: what is known of an image input must fit (unknown properties pass).
-    `sequences`: the operator also takes sequences of images (FHWC, FCHW; see over_frames)."""
-    if sequences and spec.layout in SEQUENCE_LAYOUTS:
+    `sequences`: the operator also takes sequences of images (FHWC, FCHW; see over_frames);
+    `volumes`: volumes too (DHWC, CDHW)."""
+    if (sequences and spec.layout in SEQUENCE_LAYOUTS) or (volumes and spec.layout in VOLUME_LAYOUTS):
         if spec.ndim is not None and spec.ndim != 4:
-            raise op.error(f"input samples have {spec.ndim} dims; expected {spec.layout} sequences", ValueError)
+            what = "sequences" if spec.layout in SEQUENCE_LAYOUTS else "volumes"
+            raise op.error(f"input samples have {spec.ndim} dims; expected {spec.layout} {what}", ValueError)
     else:
         if spec.layout and spec.layout not in IMAGE_LAYOUTS:
-            raise _layout_error(op, spec.layout, sequences)
+            raise _layout_error(op, spec.layout, sequences, volumes)
         if spec.ndim is not None and spec.ndim != 3:
             raise op.error(f"input samples have {spec.ndim} dims; expected {spec.layout or 'HWC'} images "
                            f"({_NOT_2D})", ValueError)
     if spec.dtype is not None and spec.dtype not in dtypes:
-        raise _dtype_error(op, spec.dtype, dtypes)
+        raise dtype_error(op, spec.dtype, dtypes)
 
 
 class ImageBatch:
@@ -92,7 +98,7 @@ def image_batch(op, batch, dtypes=IMAGE_DTYPES):
     shapes = image_shapes(op, batch, layout)
     dtype = types.to_torch_type(batch.dtype)
     if dtype not in dtypes:
-        raise _dtype_error(op, dtype, dtypes)
+        raise dtype_error(op, dtype, dtypes)
     return ImageBatch(batch, chw, shapes[:, 1:] if chw else shapes[:, :2], shapes[:, 0] if chw else shapes[:, 2],
                       dtype)
 
@@ -142,8 +148,9 @@ def refuse_huge_outputs(op, extents, arguments):
 
 
 def image_ndim(spec):
-    """The ndim of an image operator's output for input `spec`: 4 for sequences, else 3."""
-    return 4 if spec.layout in SEQUENCE_LAYOUTS else 3
+    """The ndim of an image operator's output for input `spec`: 4 for sequences and volumes,
+    else 3."""
+    return 4 if spec.layout in SEQUENCE_LAYOUTS + VOLUME_LAYOUTS else 3
 
 
 def over_frames(op, run):

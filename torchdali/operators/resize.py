@@ -10,7 +10,8 @@ from .. import types
 from ..schema import BOOL, DTYPE, FLOAT, FLOATS, INT, INTERP_TYPE, REQUIRED, STR, Arg, register
 from ..tensor_list import TensorList
 from .base import Args, BatchSpec, Operator, RandomOperator
-from .images import image_batch, image_ndim, over_frames, plan_images, refuse_huge_outputs
+from .images import (IMAGE_DTYPES, VOLUME_LAYOUTS, dtype_error, image_batch, image_ndim, image_shapes,
+                     over_frames, plan_images, refuse_huge_outputs)
 from .windows import random_crop_windows, round_half_away
 
 _F32 = np.float32
@@ -156,7 +157,10 @@ RESAMPLING_ARGS = [
           args=RESAMPLING_ARGS + [
               Arg("resize_x", FLOAT, None, "Output width (0 or absent: keep the aspect ratio).", per_sample=True, check=_finite),
               Arg("resize_y", FLOAT, None, "Output height (0 or absent: keep the aspect ratio).", per_sample=True, check=_finite),
-              Arg("size", FLOATS, None, "Output size (height, width); 0 extents are computed.", per_sample=True, check=_finite),
+              Arg("resize_z", FLOAT, None, "Output depth of volumes (0 or absent: keep the aspect ratio).",
+                  per_sample=True, check=_finite),
+              Arg("size", FLOATS, None, "Output size (height, width), or (depth, height, width) of volumes; 0 "
+                  "extents are computed.", per_sample=True, check=_finite),
               Arg("mode", STR, None, "'default', 'stretch', 'not_larger' or 'not_smaller'.", choices=_MODES),
               Arg("resize_shorter", FLOAT, None, "Length of the shorter side (keeps the aspect ratio).",
                   per_sample=True, check=_finite),
@@ -164,21 +168,23 @@ RESAMPLING_ARGS = [
                   per_sample=True, check=_finite),
               Arg("max_size", FLOATS, None, "Limit of the output size (one value or one per axis).", check=_finite),
               Arg("subpixel_scale", BOOL, True, "Adjust the ROI to keep fractional output sizes' scale."),
-              Arg("roi_start", FLOATS, None, "Input ROI origin (y, x).", per_sample=True, check=_finite),
-              Arg("roi_end", FLOATS, None, "Input ROI end (y, x).", per_sample=True, check=_finite),
+              Arg("roi_start", FLOATS, None, "Input ROI origin (y, x), or (z, y, x) of volumes.", per_sample=True,
+                  check=_finite),
+              Arg("roi_end", FLOATS, None, "Input ROI end (y, x), or (z, y, x) of volumes.", per_sample=True,
+                  check=_finite),
               Arg("roi_relative", BOOL, False, "ROI coordinates relative to the input size (0..1)."),
               Arg("save_attrs", BOOL, False, "Not supported: must be False.",
                   check=lambda v: "is not supported" if v else None),
           ])
 class Resize(Operator):
-    """Resize HWC or CHW images (and FHWC / FCHW sequences, frame by frame) with DALI's
-    filters, output sizes and ROI semantics."""
+    """Resize HWC or CHW images (and FHWC / FCHW sequences, frame by frame, and DHWC / CDHW
+    volumes in three axes) with DALI's filters, output sizes and ROI semantics."""
 
     def __init__(self, spec):
         super().__init__(spec)
         a = spec.args
         given = lambda n: n in spec.arg_input_names or a.get(n) is not None  # noqa: E731
-        self._sep = given("resize_x") or given("resize_y")
+        self._sep = given("resize_x") or given("resize_y") or given("resize_z")
         methods = self._sep + given("size") + given("resize_shorter") + given("resize_longer")
         if methods != 1:
             raise ValueError(f"{spec.schema.name}: exactly one way of giving the size must be used: "
@@ -189,24 +195,34 @@ class Resize(Operator):
         if given("roi_start") != given("roi_end"):
             raise ValueError(f"{spec.schema.name}: 'roi_start' and 'roi_end' must be given together")
         self._has_roi = given("roi_start")
-        self._size_args = [n for n in ("size", "resize_x", "resize_y", "resize_shorter", "resize_longer") if given(n)]
+        self._size_args = [n for n in ("size", "resize_x", "resize_y", "resize_z", "resize_shorter", "resize_longer")
+                           if given(n)]
         self._size_arg = "size" if given("size") else "resize_shorter" if given("resize_shorter") else \
             "resize_longer" if given("resize_longer") else None
         self._mode = ("not_smaller" if given("resize_shorter") else "not_larger" if given("resize_longer")
                       else a.get("mode") or "default")
         ms = a.get("max_size")
-        if ms is not None and len(ms) not in (1, 2):
-            raise ValueError(f"{spec.schema.name}: 'max_size' must have 1 or 2 values, got {ms}")
-        self._max_size = None if ms is None else (list(ms) * 2)[:2]
+        if ms is not None and len(ms) not in (1, 2, 3):
+            raise ValueError(f"{spec.schema.name}: 'max_size' must have 1, 2 or 3 values, got {ms}")
+        self._max_size_arg = ms
         self._given = given
         self._fixed = self._fixed_size(spec)
         self._filters = {}  # n -> filters(args, n), when no filter argument is per sample
+
+    def _max_for(self, k):
+        """max_size for k axes: one value for all, or one per axis."""
+        ms = self._max_size_arg
+        if ms is None:
+            return None
+        if len(ms) not in (1, k):
+            raise self.error(f"'max_size' has {len(ms)} values for {k} axes", ValueError)
+        return list(ms) * k if len(ms) == 1 else list(ms)
 
     def _fixed_size(self, spec):
         """The output size (height, width) when the arguments alone decide it, for every
         non-empty image: constant, positive, whole-pixel extents on both axes, without a ROI,
         a maximum or an aspect-ratio mode. Then a batch skips the size arithmetic."""
-        if self._has_roi or self._max_size is not None or self._mode not in ("default", "stretch") or \
+        if self._has_roi or self._max_size_arg is not None or self._mode not in ("default", "stretch") or \
                 any(n in spec.arg_input_names for n in self._size_args):
             return None
         a = spec.args
@@ -219,27 +235,31 @@ class Resize(Operator):
         return hw.astype(np.int64)
 
     def plan(self, inputs):
-        plan_images(self, inputs[0], sequences=True)
+        plan_images(self, inputs[0], sequences=True, volumes=True)
         dtype = self.spec.args["dtype"]
         out = types.to_torch_type(dtype) if dtype is not None else inputs[0].dtype
         return [BatchSpec(inputs[0].device, out, image_ndim(inputs[0]), inputs[0].layout)], over_frames(self, self.step)
 
-    def _requested(self, args, n):
-        """[N, 2] requested (height, width); 0 = keep the aspect ratio."""
+    def _requested(self, args, n, k=2):
+        """[N, k] requested extents ((height, width), or (depth, height, width) for k = 3); 0 =
+        keep the aspect ratio."""
         if self._sep:
-            y, x = ((np.zeros(n) if v is None else np.broadcast_to(np.asarray(v, np.float64), (n,)))
-                    for v in (args.batch("resize_y"), args.batch("resize_x")))
-            return np.stack([y, x], axis=1)
+            names = ("resize_z", "resize_y", "resize_x")[3 - k:]
+            if k == 2 and args.batch("resize_z") is not None:
+                raise self.error("'resize_z' applies to volumes (DHWC, CDHW), not to images", ValueError)
+            return np.stack([np.zeros(n) if v is None else np.broadcast_to(np.asarray(v, np.float64), (n,))
+                             for v in (args.batch(name) for name in names)], axis=1)
         v = args.batch(self._size_arg)
         if self._size_arg != "size":
             v = np.broadcast_to(np.asarray(v, np.float64), (n,))
-            return np.stack([v, v], axis=1)
+            return np.stack([v] * k, axis=1)
         v = np.asarray(v, np.float64)
         if v.shape[-1] == 1:
-            v = np.concatenate([v, v], axis=-1)
-        if v.shape[-1] != 2:
-            raise self.error(f"'size' must have 2 values (height, width), got {v.tolist()}", ValueError)
-        return np.broadcast_to(v, (n, 2))
+            v = np.concatenate([v] * k, axis=-1)
+        if v.shape[-1] != k:
+            what = "(height, width)" if k == 2 else "(depth, height, width) for volumes"
+            raise self.error(f"'size' must have {k} values {what}, got {v.tolist()}", ValueError)
+        return np.broadcast_to(v, (n, k))
 
     def _roi(self, args, hw):
         """The input windows (lo, hi), [N, 2] each: the ROI arguments, or the whole images."""
@@ -247,8 +267,10 @@ class Resize(Operator):
         if not self._has_roi:
             return np.zeros_like(hw), hw
         rs, re = (np.asarray(args.batch(name), np.float64) for name in ("roi_start", "roi_end"))
-        if rs.shape[-1] != 2 or re.shape[-1] != 2:
-            raise self.error("'roi_start'/'roi_end' must have 2 values (y, x)", ValueError)
+        k = hw.shape[1]
+        if rs.shape[-1] != k or re.shape[-1] != k:
+            raise self.error(f"'roi_start'/'roi_end' must have {k} values {'(y, x)' if k == 2 else '(z, y, x)'}",
+                             ValueError)
         if args["roi_relative"]:
             rs, re = rs * hw, re * hw
         lo, hi = np.broadcast_arrays(rs, re)
@@ -268,6 +290,8 @@ class Resize(Operator):
         batch = inputs[0]
         if len(batch) == 0:
             return [batch]
+        if batch.layout() in VOLUME_LAYOUTS:
+            return [self._resize_volumes(batch, args)]
         images = image_batch(self, batch)
         n = len(images)
         sizes, lo, hi = self._sizes(args, images.hw)
@@ -282,7 +306,50 @@ class Resize(Operator):
         if self._fixed is not None and hw.all():
             return np.broadcast_to(self._fixed, (n, 2)), np.zeros((n, 2), _F32), hw.astype(_F32)
         lo, hi = self._roi(args, hw)
-        return output_sizes(self, self._requested(args, n), lo, hi, self._mode, self._max_size, args["subpixel_scale"])
+        return output_sizes(self, self._requested(args, n), lo, hi, self._mode, self._max_for(2),
+                            args["subpixel_scale"])
+
+    def _resize_volumes(self, batch, args):
+        """DHWC or CDHW volumes resized in two separable passes of the image kernel, through
+        float32: every depth plane in height and width, then each sample's planes in depth
+        (the planes side by side as the rows of one image, whose width stays)."""
+        from ..kernels.resize import resize  # loads the extension on first use
+
+        layout = batch.layout()
+        shapes = image_shapes(self, batch, layout)
+        dtype = types.to_torch_type(batch.dtype)
+        if dtype not in IMAGE_DTYPES:
+            raise dtype_error(self, dtype)
+        cf = layout == "CDHW"
+        dhw = shapes[:, 1:] if cf else shapes[:, :3]
+        if (dhw == 0).any():
+            i = int(np.argmax((dhw == 0).any(axis=1)))
+            raise self.error(f"sample {i} is empty ({tuple(shapes[i].tolist())})", ValueError, sample=i)
+        n = len(batch)
+        lo, hi = self._roi(args, dhw)
+        sizes, lo, hi = output_sizes(self, self._requested(args, n, 3), lo, hi, self._mode, self._max_for(3),
+                                     args["subpixel_scale"])
+        refuse_huge_outputs(self, sizes, self._size_args)
+        out_dtype = _out_dtype(self, dtype, args["dtype"])
+        interp = torch.from_numpy(np.ascontiguousarray(self._batch_filters(args, n)))
+        samples = batch.as_torch_list()
+        planes = [s.reshape(-1, 1, *s.shape[2:]) if cf else s for s in samples]  # CDHW: C * D one-channel CHW planes
+        rows = np.repeat(np.arange(n), [len(p) for p in planes])
+        first = resize([f for p in planes for f in p.unbind(0)], sizes[rows][:, 1:].tolist(),
+                       torch.from_numpy(np.concatenate([lo[rows][:, 1:], hi[rows][:, 1:]], axis=1)),
+                       interp[torch.from_numpy(rows)], bool(args["antialias"]), torch.float32, cf)
+        starts = np.concatenate([[0], np.cumsum([len(p) for p in planes])])
+        columns = []  # each sample's planes as one image: depth its height, a plane's pixels its width
+        for i, s in enumerate(samples):
+            stacked = torch.stack(first[starts[i]:starts[i + 1]])
+            columns.append(stacked.reshape(s.shape[0], s.shape[1], -1) if cf else stacked.reshape(s.shape[0], -1, s.shape[3]))
+        whole = np.zeros((n, 1))  # a zero-size ROI keeps the axis as it is
+        rois = np.concatenate([lo[:, :1], whole, hi[:, :1], whole], axis=1).astype(np.float32)
+        second = resize(columns, [(int(d), c.shape[2 if cf else 1]) for d, c in zip(sizes[:, 0], columns)],
+                        torch.from_numpy(rois), interp, bool(args["antialias"]), out_dtype, cf)
+        out = [o.reshape(o.shape[0], *sizes[i].tolist()) if cf else o.reshape(*sizes[i].tolist(), o.shape[-1])
+               for i, o in enumerate(second)]
+        return TensorList.make(out, layout, device=batch.device)
 
     def _batch_filters(self, args, n):
         """filters(args, n), computed once per batch size where no filter is per sample."""
