@@ -115,7 +115,7 @@ def crop_normalize(images, windows, *, out_dtype, out_chw, fill, device, mirror=
 
 # Integer images (label maps, masks) that crop takes beside IMAGE_DTYPES, as DALI's crop does;
 # they are cut by indexing, not by the normalizing kernel.
-LABEL_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64)
+LABEL_DTYPES = (torch.int8, torch.uint16, torch.int16, torch.int32, torch.int64)
 
 
 def take_windows(pixels, windows, fill, out_dtype, channel_first):
@@ -174,7 +174,7 @@ class Crop(Operator):
     """Crop a window of each HWC or CHW image (or of every frame of an FHWC / FCHW sequence) at
     (crop_pos_y, crop_pos_x), or of each DHWC / CDHW volume in depth too (crop_d, crop_pos_z);
     windows outside the image follow out_of_bounds_policy. Integer images (masks, label maps of
-    int8 to int64) are cut with every value kept, as DALI's crop does."""
+    int8 to int64, uint16) are cut with every value kept, as DALI's crop does."""
 
     def plan(self, inputs):
         plan_images(self, inputs[0], IMAGE_DTYPES + LABEL_DTYPES, sequences=True, volumes=True)

@@ -8,7 +8,7 @@ from .. import types
 from ..schema import BOOL, DTYPE, FLOAT, FLOATS, LAYOUT, Arg, register
 from .base import BatchSpec, Operator
 from .crop import CROP_ARGS, crop_normalize, output_fill
-from .images import check_channels, image_batch, plan_images
+from .images import IMAGE_DTYPES, WIDENED_DTYPES, check_channels, image_batch, plan_images, widened
 from .windows import crop_windows, fit_windows, whole_images
 
 
@@ -31,7 +31,7 @@ class CropMirrorNormalize(Operator):
     one dense batch in CHW or HWC layout."""
 
     def plan(self, inputs):
-        plan_images(self, inputs[0])
+        plan_images(self, inputs[0], IMAGE_DTYPES + WIDENED_DTYPES)
         a = self.spec.args
         self.out_dtype = types.to_torch_type(a["dtype"])
         self.out_chw = a["output_layout"] == "CHW"
@@ -48,6 +48,8 @@ class CropMirrorNormalize(Operator):
         batch = inputs[0]
         if len(batch) == 0:
             return [batch]
+        if types.to_torch_type(batch.dtype) in WIDENED_DTYPES:  # the kernel reads them as float32
+            batch = widened(batch)
         images = image_batch(self, batch)
         check_channels(self, images)
         c = int(images.channels[0])

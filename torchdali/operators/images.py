@@ -10,6 +10,7 @@ import torch
 from .. import types
 from ..tensor_list import TensorList
 from ..settings import MAX_IMAGE_PIXELS_VARIABLE, max_image_pixels
+from .conversions import convert_saturate
 
 IMAGE_LAYOUTS = ("HWC", "CHW")
 SEQUENCE_LAYOUTS = ("FHWC", "FCHW")
@@ -83,6 +84,35 @@ class ImageBatch:
     @property
     def layout(self):
         return "CHW" if self.chw else "HWC"
+
+
+# DALI's other image types, which the kernels (IMAGE_DTYPES) take through float32: exact for
+# 16-bit values, as DALI's own float arithmetic is for int32.
+WIDENED_DTYPES = (torch.uint16, torch.int16, torch.int32)
+
+
+def widened(batch):
+    """`batch` (a TensorList) with float32 elements, held as it was (dense, flat or samples)."""
+    dense = batch.dense_tensor()
+    if dense is not None:
+        return TensorList.make(dense.float(), batch.layout(), device=batch.device)
+    held = batch.held_flat()
+    if held is not None:
+        return TensorList.from_flat(held[0].float(), held[1], batch.layout(), device=batch.device)
+    return TensorList.make([s.float() for s in batch.as_torch_list()], batch.layout(), device=batch.device)
+
+
+def narrowed(batch, dtype):
+    """A kernel's float32 output batch in `dtype`, rounded half away from zero and saturated as
+    DALI's ConvertSat does; held as it was."""
+    dense = batch.dense_tensor()
+    if dense is not None:
+        return TensorList.make(convert_saturate(dense, dtype), batch.layout(), device=batch.device)
+    held = batch.held_flat()
+    if held is not None:
+        return TensorList.from_flat(convert_saturate(held[0], dtype), held[1], batch.layout(), device=batch.device)
+    return TensorList.make([convert_saturate(s, dtype) for s in batch.as_torch_list()], batch.layout(),
+                           device=batch.device)
 
 
 def image_batch(op, batch, dtypes=IMAGE_DTYPES):

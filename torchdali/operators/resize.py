@@ -10,11 +10,12 @@ from .. import types
 from ..schema import BOOL, DTYPE, FLOAT, FLOATS, INT, INTERP_TYPE, REQUIRED, STR, Arg, register
 from ..tensor_list import TensorList
 from .base import Args, BatchSpec, Operator, RandomOperator
-from .images import (IMAGE_DTYPES, VOLUME_LAYOUTS, dtype_error, image_batch, image_ndim, image_shapes,
-                     over_frames, plan_images, refuse_huge_outputs)
+from .images import (IMAGE_DTYPES, VOLUME_LAYOUTS, dtype_error, image_batch, image_ndim, image_shapes, narrowed,
+                     over_frames, plan_images, refuse_huge_outputs, widened)
 from .windows import random_crop_windows, round_half_away
 
 _F32 = np.float32
+RESIZE_WIDENED = (torch.int16, torch.uint16)  # DALI's resize takes them too: through float32 (images.widened)
 _MODES = ("default", "stretch", "not_larger", "not_smaller")
 
 
@@ -235,7 +236,7 @@ class Resize(Operator):
         return hw.astype(np.int64)
 
     def plan(self, inputs):
-        plan_images(self, inputs[0], sequences=True, volumes=True)
+        plan_images(self, inputs[0], IMAGE_DTYPES + RESIZE_WIDENED, sequences=True, volumes=True)
         dtype = self.spec.args["dtype"]
         out = types.to_torch_type(dtype) if dtype is not None else inputs[0].dtype
         return [BatchSpec(inputs[0].device, out, image_ndim(inputs[0]), inputs[0].layout)], over_frames(self, self.step)
@@ -290,15 +291,21 @@ class Resize(Operator):
         batch = inputs[0]
         if len(batch) == 0:
             return [batch]
+        in_dtype = types.to_torch_type(batch.dtype)
+        out_dtype = _out_dtype(self, in_dtype, args["dtype"])
+        if in_dtype in RESIZE_WIDENED:  # through float32, back to the type asked for
+            out = self._resize(widened(batch), args, torch.float32)
+            return [out if out_dtype == torch.float32 else narrowed(out, out_dtype)]
+        return [self._resize(batch, args, out_dtype)]
+
+    def _resize(self, batch, args, out_dtype):
         if batch.layout() in VOLUME_LAYOUTS:
-            return [self._resize_volumes(batch, args)]
+            return self._resize_volumes(batch, args, out_dtype)
         images = image_batch(self, batch)
         n = len(images)
         sizes, lo, hi = self._sizes(args, images.hw)
         refuse_huge_outputs(self, sizes, self._size_args)
-        out_dtype = _out_dtype(self, images.dtype, args["dtype"])
-        return [resample(images, sizes, lo, hi, self._batch_filters(args, n), args["antialias"], out_dtype,
-                         batch.device)]
+        return resample(images, sizes, lo, hi, self._batch_filters(args, n), args["antialias"], out_dtype, batch.device)
 
     def _sizes(self, args, hw):
         """(output sizes [N, 2] int64, input windows lo, hi [N, 2] float32) for images of sizes `hw`."""
@@ -309,7 +316,7 @@ class Resize(Operator):
         return output_sizes(self, self._requested(args, n), lo, hi, self._mode, self._max_for(2),
                             args["subpixel_scale"])
 
-    def _resize_volumes(self, batch, args):
+    def _resize_volumes(self, batch, args, out_dtype):
         """DHWC or CDHW volumes resized in two separable passes of the image kernel, through
         float32: every depth plane in height and width, then each sample's planes in depth
         (the planes side by side as the rows of one image, whose width stays)."""
@@ -330,7 +337,6 @@ class Resize(Operator):
         sizes, lo, hi = output_sizes(self, self._requested(args, n, 3), lo, hi, self._mode, self._max_for(3),
                                      args["subpixel_scale"])
         refuse_huge_outputs(self, sizes, self._size_args)
-        out_dtype = _out_dtype(self, dtype, args["dtype"])
         interp = torch.from_numpy(np.ascontiguousarray(self._batch_filters(args, n)))
         samples = batch.as_torch_list()
         planes = [s.reshape(-1, 1, *s.shape[2:]) if cf else s for s in samples]  # CDHW: C * D one-channel CHW planes
