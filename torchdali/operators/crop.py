@@ -136,13 +136,19 @@ def take_windows(pixels, windows, fill, out_dtype, channel_first):
         index.append(at.clamp(0, max(sizes[a] - 1, 0)).reshape(shape).to(pixels.device))
     rows = torch.arange(n, device=pixels.device).reshape([n] + [1] * k)
     inside = inside.to(pixels.device)
+    # torch has few uint16 kernels (no indexing or where in some versions): int16 bits stand in
+    source = pixels.view(torch.int16) if pixels.dtype == torch.uint16 else pixels
     if channel_first:  # advanced indices around a slice: the gathered dims come first
-        out = pixels[(rows, slice(None), *index)].movedim(-1, 1)
+        out = source[(rows, slice(None), *index)].movedim(-1, 1)
         inside, values = inside.unsqueeze(1), fill.reshape(1, -1, *[1] * k)
     else:
-        out = pixels[(rows, *index)]
+        out = source[(rows, *index)]
         inside, values = inside.unsqueeze(-1), fill.reshape(1, *[1] * k, -1)
-    return torch.where(inside, convert_saturate(out, out_dtype), values.to(pixels.device, out_dtype)).contiguous()
+    out = convert_saturate(out.view(pixels.dtype), out_dtype)
+    if out_dtype == torch.uint16:
+        values = values.to(pixels.device, torch.int32).to(torch.int16)  # the fill's bits (it is in 0..65535)
+        return torch.where(inside, out.view(torch.int16), values).contiguous().view(torch.uint16)
+    return torch.where(inside, out, values.to(pixels.device, out_dtype)).contiguous()
 
 
 def cut_batch(dense, samples, windows, fill, out_dtype, channel_first):
