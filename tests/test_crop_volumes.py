@@ -126,3 +126,56 @@ def test_gpu_equals_cpu(case, layout):
     gpu, _ = run_operator(torchdali, "crop", vols, layout=layout, device="gpu", **CASES[case])
     for c, g in zip(cpu, gpu):
         np.testing.assert_array_equal(c, g)
+
+
+# --- crop_mirror_normalize on volumes ---
+
+CMN_CASES = {
+    "normalize_mirror": dict(crop=(3, 4, 5), output_layout="DHWC", mean=[10, 20, 30], std=[2, 3, 4], mirror=True,
+                             crop_pos_z=0.2),
+    "to_cdhw_padded_channels": dict(crop=(3, 4, 5), output_layout="CDHW", pad_output=True),
+    "pad_fill_mirror": dict(crop=(8, 4, 5), output_layout="DHWC", out_of_bounds_policy="pad", fill_values=[1, 2, 3],
+                            mirror=True),
+    "uint8_out": dict(crop=(2, 3), output_layout="CDHW", dtype=types.UINT8, mean=[100.0], std=[0.5]),
+    "float16_scale_shift": dict(output_layout="DHWC", dtype=types.FLOAT16, scale=2.0, shift=3.0),
+}
+
+
+@pytest.mark.parametrize("layout", ["DHWC", "CDHW"])
+@pytest.mark.parametrize("case", list(CMN_CASES))
+def test_crop_mirror_normalize_matches_dali(case, layout):
+    dali = dali_or_skip()
+    vols = volumes(layout, np.uint8)
+    ours, ours_layout = run_operator(torchdali, "crop_mirror_normalize", vols, layout=layout, **CMN_CASES[case])
+    theirs, their_layout = run_operator(dali, "crop_mirror_normalize", vols, layout=layout, **CMN_CASES[case])
+    assert ours_layout == their_layout
+    for o, t in zip(ours, theirs):
+        assert o.dtype == t.dtype and o.shape == t.shape
+        np.testing.assert_array_equal(o, t)
+
+
+def test_crop_mirror_normalize_per_sample_mirror_on_one_size_batch_matches_reference():
+    vols = volumes("DHWC", np.float32, shapes=[(4, 5, 6)] * 4)
+    mirror = [np.int32(v) for v in (0, 1, 1, 0)]
+    out, _ = run_operator(torchdali, "crop_mirror_normalize", vols, layout="DHWC", crop=(2, 3, 4),
+                          output_layout="DHWC", mean=[5.0], std=[2.0], arg_inputs=dict(mirror=mirror))
+    for o, v, m in zip(out, vols, mirror):
+        expected = (reference(v, "DHWC", (2, 3, 4)) - 5.0) / 2.0
+        np.testing.assert_allclose(o, expected[:, :, ::-1] if m else expected, rtol=1e-6)
+
+
+def test_crop_mirror_normalize_layouts_must_fit():
+    with pytest.raises(ValueError, match="output_layout 'CHW' does not fit DHWC"):
+        run_operator(torchdali, "crop_mirror_normalize", volumes("DHWC", np.uint8), layout="DHWC", crop=(2, 2, 2))
+    with pytest.raises(ValueError, match="output_layout 'DHWC' does not fit HWC"):
+        run_operator(torchdali, "crop_mirror_normalize", [np.zeros((5, 5, 3), np.uint8)], output_layout="DHWC")
+
+
+@requires_cuda
+@pytest.mark.parametrize("case", ["normalize_mirror", "pad_fill_mirror"])
+def test_crop_mirror_normalize_gpu_equals_cpu(case):
+    vols = volumes("DHWC", np.uint8)
+    cpu, _ = run_operator(torchdali, "crop_mirror_normalize", vols, layout="DHWC", **CMN_CASES[case])
+    gpu, _ = run_operator(torchdali, "crop_mirror_normalize", vols, layout="DHWC", device="gpu", **CMN_CASES[case])
+    for c, g in zip(cpu, gpu):
+        np.testing.assert_allclose(c, g, rtol=1e-6, atol=1e-5)

@@ -118,11 +118,11 @@ def crop_normalize(images, windows, *, out_dtype, out_chw, fill, device, mirror=
 LABEL_DTYPES = (torch.int8, torch.uint16, torch.int16, torch.int32, torch.int64)
 
 
-def take_windows(pixels, windows, fill, out_dtype, channel_first):
+def gather_windows_nd(pixels, windows, channel_first):
     """The windows [n, 2k] (k anchors, then k extents, equal for every row) of a dense batch
-    `pixels` [n, *k spatial, C] (or [n, C, *k spatial]) gathered in one indexing call, any
-    element type, converted to `out_dtype` (saturating) and `fill` ([1] or one per channel,
-    already in the output type) where a window leaves its sample."""
+    `pixels` [n, *k spatial, C] (or [n, C, *k spatial]) in one indexing call: (the elements
+    [n, *extents, C], channels last, in the input's type; whether each position lies inside
+    its sample, [n, *extents, 1])."""
     n, k = len(windows), windows.shape[1] // 2
     first = 2 if channel_first else 1
     sizes = pixels.shape[first:first + k]
@@ -135,20 +135,24 @@ def take_windows(pixels, windows, fill, out_dtype, channel_first):
         inside = ok if inside is None else inside & ok
         index.append(at.clamp(0, max(sizes[a] - 1, 0)).reshape(shape).to(pixels.device))
     rows = torch.arange(n, device=pixels.device).reshape([n] + [1] * k)
-    inside = inside.to(pixels.device)
     # torch has few uint16 kernels (no indexing or where in some versions): int16 bits stand in
     source = pixels.view(torch.int16) if pixels.dtype == torch.uint16 else pixels
-    if channel_first:  # advanced indices around a slice: the gathered dims come first
-        out = source[(rows, slice(None), *index)].movedim(-1, 1)
-        inside, values = inside.unsqueeze(1), fill.reshape(1, -1, *[1] * k)
-    else:
-        out = source[(rows, *index)]
-        inside, values = inside.unsqueeze(-1), fill.reshape(1, *[1] * k, -1)
-    out = convert_saturate(out.view(pixels.dtype), out_dtype)
+    # advanced indices around a slice (channels first): the gathered dims come first
+    out = source[(rows, slice(None), *index)] if channel_first else source[(rows, *index)]
+    return out.view(pixels.dtype), inside.to(pixels.device).unsqueeze(-1)
+
+
+def take_windows(pixels, windows, fill, out_dtype, channel_first):
+    """gather_windows_nd's windows converted to `out_dtype` (saturating), `fill` ([1] or one per
+    channel, already in the output type) where a window leaves its sample; in the input's layout."""
+    out, inside = gather_windows_nd(pixels, windows, channel_first)
+    out, values = convert_saturate(out, out_dtype), fill.reshape(*[1] * (out.dim() - 1), -1).to(pixels.device)
     if out_dtype == torch.uint16:
-        values = values.to(pixels.device, torch.int32).to(torch.int16)  # the fill's bits (it is in 0..65535)
-        return torch.where(inside, out.view(torch.int16), values).contiguous().view(torch.uint16)
-    return torch.where(inside, out, values.to(pixels.device, out_dtype)).contiguous()
+        values = values.to(torch.int32).to(torch.int16)  # the fill's bits (it is in 0..65535)
+        out = torch.where(inside, out.view(torch.int16), values).view(torch.uint16)
+    else:
+        out = torch.where(inside, out, values.to(out_dtype))
+    return (out.movedim(-1, 1) if channel_first else out).contiguous()
 
 
 def cut_batch(dense, samples, windows, fill, out_dtype, channel_first):
