@@ -538,14 +538,14 @@ def test_specs_are_planned_at_build():
     with pytest.raises(TypeError, match=r"decoders.image .*expected encoded bytes \(1D uint8\) as input, got 2D"):
         wrong_input().build()
 
-    def resized(dtype):
+    def rotated(dtype):
         @pipeline_def(batch_size=2, num_threads=1, device_id=None)
         def pipe():
             data, _ = fn.readers.file(files=["a.jpg", "b.jpg"], lazy_init=True)  # nothing is read at build
-            return fn.resize(fn.decoders.image(data, dtype=dtype), size=4)
+            return fn.rotate(fn.decoders.image(data, dtype=dtype), angle=10)
 
         return pipe()
 
-    resized(types.UINT8).build()
-    with pytest.raises(TypeError, match="resize .*input type DALIDataType.INT16 is not supported"):
-        resized(types.INT16).build()
+    rotated(types.UINT8).build()
+    with pytest.raises(TypeError, match="rotate .*input type DALIDataType.UINT16 is not supported"):
+        rotated(types.UINT16).build()
