@@ -122,9 +122,12 @@ class CropMirrorNormalize(Operator):
         n, c = len(batch), int(channels[0])
         mean, std, out_c = self._normalization(args, c)
         windows = fit_windows_nd(self, volume_windows(self, dhw, args), dhw, args["out_of_bounds_policy"])
-        rows = lambda v: torch.from_numpy(np.broadcast_to(np.asarray(v, np.float32).reshape(-1, v.shape[-1]),  # noqa: E731
-                                                          (n, v.shape[-1])).copy()).reshape(n, 1, 1, 1, -1)
-        mean_t, inv_std_t = rows(mean), rows((1.0 / std).astype(np.float32))
+        def per_sample(v):  # a row, or one per sample, as float32 [N, 1, 1, 1, C]
+            v = np.asarray(v, np.float32)
+            return torch.from_numpy(np.broadcast_to(v.reshape(-1, v.shape[-1]), (n, v.shape[-1])).copy()).reshape(
+                n, 1, 1, 1, -1)
+
+        mean_t, inv_std_t = per_sample(mean), per_sample((1.0 / std).astype(np.float32))
         mirror = torch.from_numpy(np.broadcast_to(np.asarray(args.batch("mirror"), bool), (n,)).copy())
         fill = self.fill if self.fill.numel() in (1, out_c) else torch.cat([self.fill, torch.zeros(out_c - c)])
         dense = batch.dense_tensor()

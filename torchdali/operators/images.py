@@ -14,7 +14,7 @@ from .conversions import convert_saturate
 
 IMAGE_LAYOUTS = ("HWC", "CHW")
 SEQUENCE_LAYOUTS = ("FHWC", "FCHW")
-VOLUME_LAYOUTS = ("DHWC", "CDHW")  # crop's volumes (depth, height, width and channels)
+VOLUME_LAYOUTS = ("DHWC", "CDHW")  # volumes: depth, height, width and channels, either way round
 IMAGE_DTYPES = (torch.uint8, torch.float16, torch.float32)
 _NOT_2D = "3D volumes and sequences are not supported"
 

@@ -348,7 +348,8 @@ class Resize(Operator):
         columns = []  # each sample's planes as one image: depth its height, a plane's pixels its width
         for i, s in enumerate(samples):
             stacked = torch.stack(first[starts[i]:starts[i + 1]])
-            columns.append(stacked.reshape(s.shape[0], s.shape[1], -1) if cf else stacked.reshape(s.shape[0], -1, s.shape[3]))
+            columns.append(stacked.reshape(s.shape[0], s.shape[1], -1) if cf else
+                           stacked.reshape(s.shape[0], -1, s.shape[3]))
         whole = np.zeros((n, 1))  # a zero-size ROI keeps the axis as it is
         rois = np.concatenate([lo[:, :1], whole, hi[:, :1], whole], axis=1).astype(np.float32)
         second = resize(columns, [(int(d), c.shape[2 if cf else 1]) for d, c in zip(sizes[:, 0], columns)],
