@@ -88,7 +88,10 @@ TORCH_LIBRARY(torchdali, m) {
   // `fill` (1 or C values; converted to out_dtype, and for LINEAR then to the input type,
   // as DALI does), or without fill the nearest edge pixel. Outputs are out_sizes[2i] x
   // out_sizes[2i+1] (height, width) of `out_dtype`, rounded half away from zero and
-  // saturated. `.dense` returns one [N, ...] tensor (all output sizes must be equal).
+  // saturated. Volumes (DHWC, or CDHW when `chw`) take matrices [N, 3, 4] acting on
+  // (x + 0.5, y + 0.5, z + 0.5, 1), three out_sizes each (depth, height, width), and
+  // LINEAR blends the eight voxels around p - 0.5 as DALI's 3D sampler does. `.dense`
+  // returns one [N, ...] tensor (all output sizes must be equal).
   m.def(
       "warp_affine(Tensor[] images, Tensor matrices, int[] out_sizes, int[] interp, "
       "Tensor? fill, ScalarType out_dtype, bool chw=False) -> Tensor[]");

@@ -53,8 +53,9 @@ def test_channel_first_sequences_and_per_sample_arguments():
 def test_a_sequence_without_frames_and_volumes_are_named():
     with pytest.raises(ValueError, match="sample 1 is a sequence of no frames"):
         run_operator(torchdali, "crop", [RAGGED[0], np.zeros((0, 9, 16, 3), np.uint8)], layout="FHWC", crop=(2, 2))
-    with pytest.raises(ValueError, match="FHWC or FCHW sequences .3D volumes are not supported"):
-        run_operator(torchdali, "rotate", RAGGED, layout="DHWC", angle=10)
+    with pytest.raises(ValueError, match=r"crop_mirror_normalize.*'FHWC' is not supported; give HWC or CHW images, or "
+                                         r"DHWC or CDHW volumes \(sequences are not supported\)"):
+        run_operator(torchdali, "crop_mirror_normalize", RAGGED, layout="FHWC")
 
 
 @pytest.mark.parametrize("op", list(CASES))

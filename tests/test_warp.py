@@ -230,8 +230,11 @@ ERRORS = [
     ("rotate", dict(angle=10, size=[-3, 4]), "rotate: argument 'size'.*must be 2 positive values"),
     ("rotate", dict(angle=10, size=[0, 4]), "rotate: argument 'size'.*must be 2 positive values"),
     ("rotate", dict(angle=10, interp_type=types.INTERP_CUBIC), "rotate: argument 'interp_type'.*INTERP_NN"),
-    ("rotate", dict(angle=10, axis=[0, 0, 1]), "rotate: the argument 'axis' applies to 3D volumes"),
     ("warp_affine", dict(matrix=[1, 0, 0, 0, 1]), "warp_affine: argument 'matrix'.*6 values"),
+    ("warp_affine", dict(matrix=[1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0]),
+     r"warp_affine \('.*'\): argument 'matrix' must have 6 values \(a 2x3 matrix\) for images, got 12"),
+    ("warp_affine", dict(matrix=[1, 0, 0, 0, 1, 0], size=[3, 4, 5]),
+     r"warp_affine \('.*'\): argument 'size' must have 2 values \(height, width\) for images"),
     ("warp_affine", dict(matrix=[1, 0, math.inf, 0, 1, 0]), "warp_affine: argument 'matrix'.*finite"),
     ("warp_affine", dict(matrix=[1, 0, 0, 0, 1, 0], size=[5]), "warp_affine: argument 'size'"),
     ("warp_affine", {}, "warp_affine: the argument 'matrix' must be given"),
@@ -257,12 +260,11 @@ def test_bad_per_sample_values_name_operator_and_argument():
         run(torchdali, "rotate", angle=3, arg_inputs=dict(size=[np.array([0, 5], np.float32)] * len(IMAGES)))
 
 
-def test_volumes_are_rejected_clearly():  # sequences are taken frame by frame: tests/test_sequences.py
-    vol = [np.zeros((4, 5, 6, 1), np.uint8)]
-    with pytest.raises(ValueError, match="rotate.*FHWC or FCHW sequences .3D volumes are not supported"):
-        run(torchdali, "rotate", vol, layout="DHWC", angle=10)
-    with pytest.raises(ValueError, match="warp_affine.*FHWC or FCHW sequences .3D volumes are not supported"):
-        run(torchdali, "warp_affine", vol, layout="DHWC", matrix=[1, 0, 0, 0, 1, 0])
+def test_images_ignore_the_axis_as_dali_does():  # volumes: tests/test_warp_volumes.py
+    with_axis, _ = run(torchdali, "rotate", angle=30.5, axis=[1, 0, 0])
+    without, _ = run(torchdali, "rotate", angle=30.5)
+    for a, b in zip(with_axis, without):
+        np.testing.assert_array_equal(a, b)
 
 
 # --- GPU ---

@@ -1,5 +1,5 @@
 // CPU kernel of torchdali::warp_affine (list and dense outputs): one parallel loop over the
-// output rows of the whole batch.
+// output rows of the whole batch (a volume's rows: depth x height).
 #include <torch/library.h>
 
 #include <algorithm>
@@ -82,14 +82,20 @@ void warp_cpu_impl(const warp::Args& a) {
   const float* b = border.defined() ? border.const_data_ptr<float>() : nullptr;
   std::vector<int64_t> rows;
   int64_t row_cost = 1;
+  const int64_t taps = a.ndim == 3 ? 8 : 4;
   for (const warp::Sample& s : a.samples) {
-    rows.push_back(s.out_h);
-    row_cost = std::max(row_cost, s.out_w * s.channels * (s.interp == warp::kLinear ? 4 : 1));
+    rows.push_back(s.out_d * s.out_h);
+    row_cost = std::max(row_cost, s.out_w * s.channels * (s.interp == warp::kLinear ? taps : 1));
   }
-  for_each_row(rows, row_cost, [&](int64_t i, int64_t y) {
+  for_each_row(rows, row_cost, [&](int64_t i, int64_t row) {
     const warp::Sample& s = a.samples[i];
-    if (s.interp == warp::kLinear) return warp_row_linear<In, Out>(s, y, b);
-    for (int64_t x = 0; x < s.out_w; ++x) warp::warp_pixel<In, Out>(s, x, y, b);
+    if (a.ndim == 3) {
+      const int64_t z = row / s.out_h, y = row % s.out_h;
+      for (int64_t x = 0; x < s.out_w; ++x) warp::warp_voxel<In, Out>(s, x, y, z, b);
+      return;
+    }
+    if (s.interp == warp::kLinear) return warp_row_linear<In, Out>(s, row, b);
+    for (int64_t x = 0; x < s.out_w; ++x) warp::warp_pixel<In, Out>(s, x, row, b);
   });
 }
 

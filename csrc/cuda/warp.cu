@@ -17,17 +17,22 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// blockIdx.z walks samples, blockIdx.y output rows, x the pixels of a row: consecutive
-// threads write consecutive pixels, reading nearby source pixels.
-template <typename In, typename Out>
+// blockIdx.z walks samples, blockIdx.y output rows (a volume's: depth x height), x the
+// pixels of a row: consecutive threads write consecutive pixels, reading nearby source pixels.
+template <typename In, typename Out, bool kVolumes>
 __global__ void warp_kernel(const warp::Sample* __restrict__ samples,
                             const float* __restrict__ border, int64_t n) {
   for (int64_t i = blockIdx.z; i < n; i += gridDim.z) {
     const warp::Sample s = samples[i];
-    for (int64_t y = blockIdx.y; y < s.out_h; y += gridDim.y)
+    for (int64_t row = blockIdx.y; row < s.out_d * s.out_h; row += gridDim.y)
       for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < s.out_w;
-           x += int64_t(gridDim.x) * blockDim.x)
-        warp::warp_pixel<In, Out>(s, x, y, border);
+           x += int64_t(gridDim.x) * blockDim.x) {
+        if constexpr (kVolumes) {
+          warp::warp_voxel<In, Out>(s, x, row % s.out_h, row / s.out_h, border);
+        } else {
+          warp::warp_pixel<In, Out>(s, x, row, border);
+        }
+      }
   }
 }
 
@@ -41,12 +46,12 @@ std::vector<at::Tensor> run(const at::TensorList& images, const at::Tensor& matr
   TORCH_CHECK_VALUE(a.images[0].is_cuda(), "warp_affine: CUDA kernel got `images` on ",
                     a.images[0].device());
   std::vector<at::Tensor> outs = warp::allocate(a, dense, batch);
-  int64_t max_h = 0, max_w = 0;
+  int64_t max_rows = 0, max_w = 0;
   for (const warp::Sample& s : a.samples) {
-    max_h = std::max(max_h, s.out_h);
+    max_rows = std::max(max_rows, s.out_d * s.out_h);
     max_w = std::max(max_w, s.out_w);
   }
-  const dim3 grid(grid_dim(max_w, kThreads), grid_dim(max_h, 1), grid_dim(a.n, 1));
+  const dim3 grid(grid_dim(max_w, kThreads), grid_dim(max_rows, 1), grid_dim(a.n, 1));
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   warp::dispatch(a.images[0].scalar_type(), out_dtype, [&](auto in, auto out) {
     using In = decltype(in);
@@ -57,9 +62,13 @@ std::vector<at::Tensor> run(const at::TensorList& images, const at::Tensor& matr
     if (border.defined()) extra.push_back(&border);
     std::vector<const void*> extra_dev;
     at::Tensor table = upload(a.samples, extra, a.images[0].device(), extra_dev);
-    warp_kernel<In, Out><<<grid, kThreads, 0, stream>>>(
-        reinterpret_cast<const warp::Sample*>(table.const_data_ptr()),
-        border.defined() ? static_cast<const float*>(extra_dev[0]) : nullptr, a.n);
+    const auto* table_dev = reinterpret_cast<const warp::Sample*>(table.const_data_ptr());
+    const float* border_dev = border.defined() ? static_cast<const float*>(extra_dev[0]) : nullptr;
+    if (a.ndim == 3) {
+      warp_kernel<In, Out, true><<<grid, kThreads, 0, stream>>>(table_dev, border_dev, a.n);
+    } else {
+      warp_kernel<In, Out, false><<<grid, kThreads, 0, stream>>>(table_dev, border_dev, a.n);
+    }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
   return outs;

@@ -18,13 +18,15 @@ def warp_affine(images: List[torch.Tensor], matrices: torch.Tensor,
                 out_sizes: Sequence[Sequence[int]], interp: Union[int, Sequence[int]] = INTERP_LINEAR,
                 fill: Optional[torch.Tensor] = None, out_dtype: Optional[torch.dtype] = None,
                 chw: bool = False, dense: bool = False):
-    """Warps HWC (or CHW) images of any sizes with per-sample 2x3 output-to-input matrices.
+    """Warps HWC (or CHW) images of any sizes with per-sample 2x3 output-to-input matrices,
+    or DHWC (or CDHW) volumes with 3x4 ones.
 
     Output pixel (x, y) of image i samples the input at `matrices[i] @ (x + 0.5, y + 0.5, 1)`
     (DALI's warp_affine with inverse_map=True), with INTERP_NN or INTERP_LINEAR (`interp`: one
-    value or one per image). Outside the input: `fill` (1 or C values) or, if None, the
-    nearest edge pixel. `out_sizes[i]` = (height, width). Returns one tensor per image, or one
-    [N, ...] tensor when `dense` (all output sizes equal)."""
+    value or one per image); a volume's voxel (x, y, z) at `matrices[i] @ (x + 0.5, y + 0.5,
+    z + 0.5, 1)`. Outside the input: `fill` (1 or C values) or, if None, the nearest edge
+    pixel. `out_sizes[i]` = (height, width), or (depth, height, width) for volumes. Returns one
+    tensor per image, or one [N, ...] tensor when `dense` (all output sizes equal)."""
     n = len(images)
     flat = [int(v) for hw in out_sizes for v in hw]
     interp = [int(interp)] * n if isinstance(interp, int) else [int(v) for v in interp]
@@ -36,19 +38,21 @@ def _out_shapes(images, matrices, out_sizes, interp, fill, out_dtype, chw):
     """Checks the arguments as the kernels do (those that need no values); the output shapes."""
     n = len(images)
     torch._check_value(n > 0, lambda: "warp_affine: `images` must hold at least one image")
-    cdim = 0 if chw else 2
-    c = images[0].shape[cdim] if images[0].dim() == 3 else -1
+    nd = 3 if tuple(matrices.shape[1:]) == (3, 4) else 2
+    torch._check_value(tuple(matrices.shape) in ((n, 2, 3), (n, 3, 4)), lambda: (
+        f"warp_affine: `matrices` must have shape [{n}, 2, 3] or [{n}, 3, 4], got {tuple(matrices.shape)}"))
+    layout = ("CDHW" if chw else "DHWC") if nd == 3 else ("CHW" if chw else "HWC")
+    cdim = 0 if chw else nd
+    c = images[0].shape[cdim] if images[0].dim() == nd + 1 else -1
     for i, im in enumerate(images):
-        torch._check_value(im.dim() == 3 and im.shape[cdim] == c, lambda: (
-            f"warp_affine: all `images` must be {'CHW' if chw else 'HWC'} with {c} channels; "
-            f"sample {i} has shape {tuple(im.shape)}"))
+        torch._check_value(im.dim() == nd + 1 and im.shape[cdim] == c, lambda: (
+            f"warp_affine: all `images` must be {layout} with {c} channels; sample {i} has shape "
+            f"{tuple(im.shape)}"))
         torch._check_type(im.dtype == images[0].dtype and im.dtype in _DTYPES,
                           lambda: f"warp_affine: bad `images` dtype {im.dtype}")
     torch._check_type(out_dtype in _DTYPES, lambda: f"warp_affine: unsupported `out_dtype` {out_dtype}")
-    torch._check_value(tuple(matrices.shape) == (n, 2, 3), lambda: (
-        f"warp_affine: `matrices` must have shape [{n}, 2, 3], got {tuple(matrices.shape)}"))
-    torch._check_value(len(out_sizes) == 2 * n, lambda: (
-        f"warp_affine: `out_sizes` must hold 2 values per image: {2 * n}, got {len(out_sizes)}"))
+    torch._check_value(len(out_sizes) == nd * n, lambda: (
+        f"warp_affine: `out_sizes` must hold {nd} values per image: {nd * n}, got {len(out_sizes)}"))
     torch._check_value(len(interp) == n, lambda: (
         f"warp_affine: `interp` must hold one value per image: {n}, got {len(interp)}"))
     if fill is not None:
@@ -56,12 +60,12 @@ def _out_shapes(images, matrices, out_sizes, interp, fill, out_dtype, chw):
             f"warp_affine: `fill` must have 1 or {c} values, got shape {tuple(fill.shape)}"))
     shapes = []
     for i in range(n):
-        h, w = out_sizes[2 * i], out_sizes[2 * i + 1]
-        torch._check_value(h > 0 and w > 0, lambda: (
-            f"warp_affine: output size of sample {i} must be positive, got {h}x{w}"))
+        size = tuple(out_sizes[nd * i:nd * (i + 1)])
+        torch._check_value(all(v > 0 for v in size), lambda: (
+            f"warp_affine: output size of sample {i} must be positive, got {list(size)}"))
         torch._check_value(interp[i] in (INTERP_NN, INTERP_LINEAR), lambda: (
             f"warp_affine: interpolation type {interp[i]} of sample {i} is not supported"))
-        shapes.append((c, h, w) if chw else (h, w, c))
+        shapes.append((c,) + size if chw else size + (c,))
     return shapes
 
 

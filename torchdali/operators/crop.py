@@ -11,8 +11,8 @@ from .. import types
 from ..schema import DTYPE, FLOAT, FLOATS, STR, Arg, register
 from ..tensor_list import TensorList
 from .base import BatchSpec, Operator
-from .images import (IMAGE_DTYPES, VOLUME_LAYOUTS, check_channels, dtype_error, image_batch, image_ndim, image_shapes,
-                     over_frames, plan_images)
+from .images import (IMAGE_DTYPES, VOLUME_LAYOUTS, check_channels, image_batch, image_ndim, over_frames, plan_images,
+                     volume_batch)
 from .conversions import convert_saturate
 from .windows import crop_windows, fit_windows, fit_windows_nd, volume_windows, whole_images
 
@@ -216,17 +216,8 @@ class Crop(Operator):
 
     def _crop_volumes(self, batch, args):
         """DHWC or CDHW volumes cut to their (z, y, x, d, h, w) windows by indexing."""
-        layout = batch.layout()
-        shapes = image_shapes(self, batch, layout)
-        dtype = types.to_torch_type(batch.dtype)
-        if dtype not in IMAGE_DTYPES + LABEL_DTYPES:
-            raise dtype_error(self, dtype, IMAGE_DTYPES + LABEL_DTYPES)
-        channel_first = layout == "CDHW"
-        dhw, channels = (shapes[:, 1:], shapes[:, 0]) if channel_first else (shapes[:, :3], shapes[:, 3])
-        if (channels != channels[0]).any():
-            i = int(np.argmax(channels != channels[0]))
-            raise self.error(f"sample {i} has {channels[i]} channels, sample 0 has {channels[0]}; give volumes of "
-                             "one number of channels", ValueError, sample=i)
+        volumes = volume_batch(self, batch, IMAGE_DTYPES + LABEL_DTYPES)
+        dhw, channels, dtype = volumes.dhw, volumes.channels, volumes.dtype
         out_dtype = self.out_dtype or dtype
         fill = output_fill(out_dtype, args["fill_values"])
         if fill.numel() not in (1, int(channels[0])):
@@ -234,5 +225,5 @@ class Crop(Operator):
                              "per channel", ValueError)
         windows = fit_windows_nd(self, volume_windows(self, dhw, args, args["rounding"]), dhw,
                                  args["out_of_bounds_policy"])
-        out = cut_batch(batch.dense_tensor(), batch.as_torch_list, windows, fill, out_dtype, channel_first)
-        return TensorList.make(out, layout, device=batch.device)
+        out = cut_batch(batch.dense_tensor(), batch.as_torch_list, windows, fill, out_dtype, volumes.channel_first)
+        return TensorList.make(out, batch.layout(), device=batch.device)

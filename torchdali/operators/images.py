@@ -1,7 +1,8 @@
 """Batches of 2D images as the image operators take them: HWC (or no layout) and CHW
 samples of uint8, float16 or float32 (an operator may take more types), and, for operators
-wrapped by `over_frames`, FHWC / FCHW sequences taken frame by frame. The build-time check
-(`plan_images`) and the per-batch one (`image_batch`) say the same things with the same words."""
+wrapped by `over_frames`, FHWC / FCHW sequences taken frame by frame (FDHWC / FCDHW sequences
+of volumes too, where the operator takes volumes). The build-time check (`plan_images`) and
+the per-batch one (`image_batch`) say the same things with the same words."""
 import dataclasses
 
 import numpy as np
@@ -15,18 +16,28 @@ from .conversions import convert_saturate
 IMAGE_LAYOUTS = ("HWC", "CHW")
 SEQUENCE_LAYOUTS = ("FHWC", "FCHW")
 VOLUME_LAYOUTS = ("DHWC", "CDHW")  # volumes: depth, height, width and channels, either way round
+VOLUME_SEQUENCE_LAYOUTS = ("FDHWC", "FCDHW")
 IMAGE_DTYPES = (torch.uint8, torch.float16, torch.float32)
 _NOT_2D = "3D volumes and sequences are not supported"
 
 
 def _layout_error(op, layout, sequences=False, volumes=False):
     if sequences and volumes:
-        accepted = "HWC or CHW images, FHWC or FCHW sequences, or DHWC or CDHW volumes"
-    elif sequences:
-        accepted = "HWC or CHW images, or FHWC or FCHW sequences (3D volumes are not supported)"
+        accepted = "HWC or CHW images, FHWC or FCHW sequences, DHWC or CDHW volumes, or FDHWC or FCDHW sequences " \
+                   "of volumes"
+    elif volumes:
+        accepted = "HWC or CHW images, or DHWC or CDHW volumes (sequences are not supported)"
     else:
         accepted = f"HWC or CHW images ({_NOT_2D})"
     return op.error(f"input layout '{layout}' is not supported; give {accepted}", ValueError)
+
+
+def _what(layout):
+    """What samples of `layout` are called in messages."""
+    if layout in VOLUME_SEQUENCE_LAYOUTS:
+        return "sequences of volumes"
+    return "sequences" if layout in SEQUENCE_LAYOUTS else "volumes" if layout in VOLUME_LAYOUTS else \
+        f"images ({_NOT_2D})"
 
 
 def dtype_error(op, dtype, dtypes=IMAGE_DTYPES):
@@ -38,11 +49,12 @@ def dtype_error(op, dtype, dtypes=IMAGE_DTYPES):
 def plan_images(op, spec, dtypes=IMAGE_DTYPES, sequences=False, volumes=False):
     """Build-time: what is known of an image input must fit (unknown properties pass).
     `sequences`: the operator also takes sequences of images (FHWC, FCHW; see over_frames);
-    `volumes`: volumes too (DHWC, CDHW)."""
-    if (sequences and spec.layout in SEQUENCE_LAYOUTS) or (volumes and spec.layout in VOLUME_LAYOUTS):
-        if spec.ndim is not None and spec.ndim != 4:
-            what = "sequences" if spec.layout in SEQUENCE_LAYOUTS else "volumes"
-            raise op.error(f"input samples have {spec.ndim} dims; expected {spec.layout} {what}", ValueError)
+    `volumes`: volumes too (DHWC, CDHW), and with `sequences` sequences of them (FDHWC, FCDHW)."""
+    if (sequences and spec.layout in SEQUENCE_LAYOUTS) or (volumes and spec.layout in VOLUME_LAYOUTS) or \
+            (sequences and volumes and spec.layout in VOLUME_SEQUENCE_LAYOUTS):
+        if spec.ndim is not None and spec.ndim != len(spec.layout):
+            raise op.error(f"input samples have {spec.ndim} dims; expected {spec.layout} {_what(spec.layout)}",
+                           ValueError)
     else:
         if spec.layout and spec.layout not in IMAGE_LAYOUTS:
             raise _layout_error(op, spec.layout, sequences, volumes)
@@ -133,6 +145,39 @@ def image_batch(op, batch, dtypes=IMAGE_DTYPES):
                       dtype)
 
 
+@dataclasses.dataclass
+class VolumeBatch:
+    """A batch of DHWC or CDHW volumes for a kernel: each one's (depth, height, width) and
+    channels as int64 arrays [N, 3] and [N], and the element type."""
+    batch: TensorList
+    channel_first: bool
+    dhw: np.ndarray
+    channels: np.ndarray
+    dtype: torch.dtype
+
+    @property
+    def samples(self):
+        return self.batch.as_torch_list()
+
+
+def volume_batch(op, batch, dtypes=IMAGE_DTYPES):
+    """The batch (of a VOLUME_LAYOUTS layout) as a VolumeBatch; errors name the operator and the
+    first sample that is not a volume of a supported type or whose channels differ from the
+    first's."""
+    layout = batch.layout()
+    shapes = image_shapes(op, batch, layout)
+    dtype = types.to_torch_type(batch.dtype)
+    if dtype not in dtypes:
+        raise dtype_error(op, dtype, dtypes)
+    channel_first = layout == "CDHW"
+    dhw, channels = (shapes[:, 1:], shapes[:, 0]) if channel_first else (shapes[:, :3], shapes[:, 3])
+    if (channels != channels[0]).any():
+        i = int(np.argmax(channels != channels[0]))
+        raise op.error(f"sample {i} has {channels[i]} channels, sample 0 has {channels[0]}; give volumes of one "
+                       "number of channels", ValueError, sample=i)
+    return VolumeBatch(batch, channel_first, dhw, channels, dtype)
+
+
 def image_shapes(op, batch, layout="HWC"):
     """The samples' shapes as an int64 array [N, len(layout)]; an error naming the first
     sample that is not a 2D image (or a sequence of them) of `layout`."""
@@ -143,9 +188,7 @@ def image_shapes(op, batch, layout="HWC"):
         shapes = np.zeros((len(batch), 0), np.int64)
     if shapes.shape[1] != ndim:
         i = next(i for i in range(len(batch)) if batch.sample(i).dim() != ndim)
-        what = "sequences" if layout in SEQUENCE_LAYOUTS else "volumes" if layout in VOLUME_LAYOUTS else \
-            f"images ({_NOT_2D})"
-        raise op.error(f"sample {i} has shape {tuple(batch.sample(i).shape)}; expected {layout} {what}",
+        raise op.error(f"sample {i} has shape {tuple(batch.sample(i).shape)}; expected {layout} {_what(layout)}",
                        ValueError, sample=i)
     return shapes
 
@@ -179,18 +222,21 @@ def refuse_huge_outputs(op, extents, arguments):
 
 def image_ndim(spec):
     """The ndim of an image operator's output for input `spec`: 4 for sequences and volumes,
-    else 3."""
+    5 for sequences of volumes, else 3."""
+    if spec.layout in VOLUME_SEQUENCE_LAYOUTS:
+        return 5
     return 4 if spec.layout in SEQUENCE_LAYOUTS + VOLUME_LAYOUTS else 3
 
 
 def over_frames(op, run):
-    """An image operator's `run(inputs, args, ctx)` made to take sequences (FHWC, FCHW) too,
-    as DALI's operators do: every frame is an image with its sample's arguments (the
-    arguments' rows repeated per frame), one call for all the batch's frames, and each
-    sample's outputs regrouped into a sequence."""
+    """An image operator's `run(inputs, args, ctx)` made to take sequences (FHWC, FCHW, and
+    FDHWC, FCDHW where plan_images let them through) too, as DALI's operators do: every frame
+    is an image (or volume) with its sample's arguments (the arguments' rows repeated per
+    frame), one call for all the batch's frames, and each sample's outputs regrouped into a
+    sequence."""
     def run_frames(inputs, args, ctx):
         batch = inputs[0]
-        if batch.layout() not in SEQUENCE_LAYOUTS or not len(batch):
+        if batch.layout() not in SEQUENCE_LAYOUTS + VOLUME_SEQUENCE_LAYOUTS or not len(batch):
             return run(inputs, args, ctx)
         shapes = image_shapes(op, batch, batch.layout())
         frames = shapes[:, 0]

@@ -1,7 +1,8 @@
-"""`warp_affine` and `rotate`: affine resampling of 2D images on the `torchdali::warp_affine`
-kernel (csrc/), one call per batch. Both build a float32 output-to-input matrix per sample
-the way DALI does (rotate: DALI's canvas size and parity rule) and share the arguments of
-DALI's WarpAttr (size, fill_value, interp_type, dtype)."""
+"""`warp_affine` and `rotate`: affine resampling of 2D images and 3D volumes on the
+`torchdali::warp_affine` kernel (csrc/), one call per batch. Both build a float32
+output-to-input matrix per sample the way DALI does (rotate: DALI's canvas size and parity
+rule, about an axis for volumes) and share the arguments of DALI's WarpAttr (size,
+fill_value, interp_type, dtype)."""
 import math
 
 import numpy as np
@@ -11,7 +12,8 @@ from .. import types
 from ..schema import BOOL, DTYPE, FLOAT, FLOATS, INTERP_TYPE, REQUIRED, ArgType, Arg, register
 from ..tensor_list import TensorList
 from .base import BatchSpec, Operator
-from .images import IMAGE_DTYPES, image_batch, over_frames, plan_images, refuse_huge_outputs
+from .images import (IMAGE_DTYPES, VOLUME_LAYOUTS, image_batch, over_frames, plan_images, refuse_huge_outputs,
+                     volume_batch)
 
 _F32 = np.float32
 _D2R = _F32(math.pi / 180)  # DALI's deg2rad constant, in float
@@ -30,14 +32,20 @@ def _interp_check(v):
 
 
 def _matrix_check(v):
-    if len(v) != 6:
-        return f"must have 6 values (a 2x3 matrix), got {len(v)}"
+    if len(v) not in (6, 12):
+        return f"must have 6 values (a 2x3 matrix) or, for volumes, 12 (3x4), got {len(v)}"
     return None if all(math.isfinite(x) for x in v) else "must be finite"
 
 
 def _size_check(v):
-    if len(v) != 2 or not all(math.isfinite(x) and x > 0 for x in v):
-        return "must be 2 positive values (height, width)"
+    if len(v) not in (2, 3) or not all(math.isfinite(x) and x > 0 for x in v):
+        return "must be 2 positive values (height, width), or 3 (depth, height, width) for volumes"
+    return None
+
+
+def _axis_check(v):
+    if len(v) != 3 or not all(math.isfinite(x) for x in v) or not any(v):
+        return "must be 3 finite values (x, y, z), not all zero"
     return None
 
 
@@ -45,8 +53,8 @@ MATRIX = ArgType("list of float", _flat_floats)
 
 # DALI's WarpAttr: the arguments that warp_affine and rotate share.
 WARP_ARGS = [
-    Arg("size", FLOATS, None, "Output size (height, width), rounded; default: see the operator.",
-        per_sample=True, check=_size_check),
+    Arg("size", FLOATS, None, "Output size (height, width), or (depth, height, width) of volumes, "
+        "rounded; default: see the operator.", per_sample=True, check=_size_check),
     Arg("fill_value", FLOAT, None, "Value of output pixels that map outside the input; without "
         "it the edge pixels are repeated."),
     Arg("interp_type", INTERP_TYPE, types.DALIInterpType.INTERP_LINEAR,
@@ -76,17 +84,42 @@ def check_type_pair(op, in_dtype, dtype):
 
 def plan_warp(op, spec):
     """Build-time checks of warp_affine's and rotate's input."""
-    plan_images(op, spec, dtypes=WARP_DTYPES, sequences=True)
+    plan_images(op, spec, dtypes=WARP_DTYPES, sequences=True, volumes=True)
     check_type_pair(op, spec.dtype, op.spec.args["dtype"])
 
 
-def explicit_sizes(op, args, n):
-    """The `size` argument as integer (height, width) rows [N, 2], or None when not given. A
-    constant is rounded (DALI: max(round(s), 1)); DALI truncates per-sample sizes."""
+class Spatial:
+    """A batch of images or volumes as the warp kernel takes it: the samples, their spatial
+    extents [N, k] ((height, width), or (depth, height, width) of volumes), channels first or
+    not, and the element type."""
+
+    def __init__(self, op, batch):
+        if batch.layout() in VOLUME_LAYOUTS:
+            v = volume_batch(op, batch, WARP_DTYPES)
+            self.extents, self.channel_first, self.dtype = v.dhw, v.channel_first, v.dtype
+        else:
+            im = image_batch(op, batch, WARP_DTYPES)
+            self.extents, self.channel_first, self.dtype = im.hw, im.chw, im.dtype
+        self.batch = batch
+        self.ndim = self.extents.shape[1]
+
+    @property
+    def samples(self):
+        return self.batch.as_torch_list()
+
+
+def explicit_sizes(op, args, n, k=2):
+    """The `size` argument as integer rows [N, k] ((height, width), or (depth, height, width)
+    of volumes), or None when not given. A constant is rounded (DALI: max(round(s), 1)); DALI
+    truncates per-sample sizes."""
     size = args.batch("size")
     if size is None:
         return None
-    size = np.broadcast_to(np.asarray(size, np.float64), (n, 2))
+    size = np.asarray(size, np.float64)
+    if size.shape[-1] != k:
+        what = "(height, width) for images" if k == 2 else "(depth, height, width) for volumes"
+        raise op.error(f"argument 'size' must have {k} values {what}, got {size.tolist()}", ValueError)
+    size = np.broadcast_to(size, (n, k))
     hw = np.trunc(size) if args.is_per_sample("size") else np.maximum(np.floor(size + 0.5), 1)
     if (hw <= 0).any():
         i = int(np.argmax((hw <= 0).any(axis=1)))
@@ -96,33 +129,33 @@ def explicit_sizes(op, args, n):
 
 
 def run_warp(op, batch, images, matrices, sizes, args):
-    """Warp `images` (an ImageBatch) with the output-to-input `matrices` ([N, 6]) to `sizes`
-    ([N, 2]) in one kernel call; a dense output batch when all sizes are equal."""
+    """Warp `images` (a Spatial batch) with the output-to-input `matrices` ([N, k (k + 1)]) to
+    `sizes` ([N, k]) in one kernel call; a dense output batch when all sizes are equal."""
     from ..kernels.warp import warp_affine  # loads the extension on first use
 
-    n = len(images)
+    n, k = len(sizes), images.ndim
     check_type_pair(op, images.dtype, args["dtype"])
     interp = np.broadcast_to(np.asarray(args.batch("interp_type"), np.int64), (n,)).tolist()
     fill = args["fill_value"]
     fill = None if fill is None else torch.tensor([fill], dtype=torch.float32)
     dtype = images.dtype if args["dtype"] is None else types.to_torch_type(args["dtype"])
-    m = torch.from_numpy(np.asarray(matrices, dtype=np.float32).reshape(n, 2, 3))
+    m = torch.from_numpy(np.asarray(matrices, dtype=np.float32).reshape(n, k, k + 1))
     dense = bool((sizes == sizes[0]).all())
-    out = warp_affine(images.samples, m, sizes.tolist(), interp, fill, dtype, images.chw, dense=dense)
-    return [TensorList.make(out, images.layout, device=batch.device)]
+    out = warp_affine(images.samples, m, sizes.tolist(), interp, fill, dtype, images.channel_first, dense=dense)
+    return [TensorList.make(out, batch.layout(), device=batch.device)]
 
 
-def _inverted(op, m, what):
-    """The inverses of 2x3 affine maps [N, 6] (as the 3x3 matrices they stand for); an error
-    naming the first that is not invertible."""
-    full = np.zeros((len(m), 3, 3))
-    full[:, :2] = m.reshape(-1, 2, 3)
-    full[:, 2, 2] = 1.0
+def _inverted(op, m, k, what):
+    """The inverses of affine maps [N, k (k + 1)] (as the square matrices they stand for); an
+    error naming the first that is not invertible."""
+    full = np.zeros((len(m), k + 1, k + 1))
+    full[:, :k] = m.reshape(-1, k, k + 1)
+    full[:, k, k] = 1.0
     singular = np.abs(np.linalg.det(full)) < 1e-12
     if singular.any():
         i = int(np.argmax(singular))
         raise op.error(f"{what} of sample {i} is not invertible (inverse_map=False): {m[i].tolist()}", ValueError)
-    return np.linalg.inv(full)[:, :2].reshape(-1, 6)
+    return np.linalg.inv(full)[:, :k].reshape(-1, k * (k + 1))
 
 
 @register("warp_affine", devices=("cpu", "gpu"), inputs=(1, 2), aliases=("WarpAffine",),
@@ -130,14 +163,14 @@ def _inverted(op, m, what):
           args=WARP_ARGS + [
               Arg("matrix", MATRIX, None, "The 2x3 matrix (M11, M12, M13, M21, M22, M23): "
                   "dst(x, y) = src(M11 x + M12 y + M13, M21 x + M22 y + M23), (0, 0) being the "
-                  "first pixel's corner. May instead be given as a second input.", per_sample=True,
-                  check=_matrix_check),
+                  "first pixel's corner; for volumes a 3x4 matrix over (x, y, z). May instead be "
+                  "given as a second input.", per_sample=True, check=_matrix_check),
               Arg("inverse_map", BOOL, True, "True: `matrix` maps output to input coordinates; "
                   "False: input to output (it is inverted)."),
           ])
 class WarpAffine(Operator):
-    """Apply an affine transform to HWC (or CHW) images, and to FHWC / FCHW sequences frame
-    by frame; output size `size` (default: the input's)."""
+    """Apply an affine transform to HWC (or CHW) images, DHWC (or CDHW) volumes, and to
+    sequences of either frame by frame; output size `size` (default: the input's)."""
 
     def __init__(self, spec):
         super().__init__(spec)
@@ -149,17 +182,25 @@ class WarpAffine(Operator):
             raise ValueError("warp_affine: give the transform either as the argument 'matrix' "
                              "or as the second input, not both")
 
-    def _matrices(self, inputs, args, n):
-        """The output-to-input matrices [N, 6] (float64), from the argument or the input."""
+    def _matrices(self, inputs, args, n, k):
+        """The output-to-input matrices [N, k (k + 1)] (float64) for k spatial dims, from the
+        argument or the input."""
+        size = k * (k + 1)
         if len(inputs) > 1:
-            m, what = self._input_matrices(inputs[1]), "input 1 (mtx)"
+            m, what = self._input_matrices(inputs[1], k), "input 1 (mtx)"
         else:
-            m = np.broadcast_to(np.asarray(args.batch("matrix"), np.float64).reshape(-1, 6), (n, 6))
+            m = np.asarray(args.batch("matrix"), np.float64)
+            if m.shape[-1] != size:
+                raise self.error(f"argument 'matrix' must have {size} values ({'a 2x3' if k == 2 else 'a 3x4'} "
+                                 f"matrix) for {'images' if k == 2 else 'volumes'}, got {m.shape[-1]}", ValueError)
+            m = np.broadcast_to(m, (n, size))
             what = "argument 'matrix'"
-        return m if args["inverse_map"] else _inverted(self, m, what)
+        return m if args["inverse_map"] else _inverted(self, m, k, what)
 
-    def _input_matrices(self, batch):
-        """The matrix input: per sample 6 finite floats (a 2x3 matrix), as [N, 6]."""
+    def _input_matrices(self, batch, k):
+        """The matrix input: per sample k (k + 1) finite floats (a 2x3 matrix for images, 3x4
+        for volumes), as [N, k (k + 1)]."""
+        size, shape = k * (k + 1), "a 2x3 matrix" if k == 2 else "a 3x4 matrix"
         dtype = batch.sample(0).dtype if len(batch) else torch.float32
         if not dtype.is_floating_point:
             raise self.error(f"input 1 (mtx) must be float, got {dtype} for sample 0", TypeError)
@@ -167,10 +208,10 @@ class WarpAffine(Operator):
             m = batch.as_torch().detach().cpu().double().reshape(len(batch), -1).numpy()
         except RuntimeError:  # samples of different shapes
             m = None
-        if m is None or m.shape[1] != 6:
+        if m is None or m.shape[1] != size:
             sizes = [s.numel() for s in batch.as_torch_list()]
-            i = next((i for i, k in enumerate(sizes) if k != 6), 0)
-            raise self.error(f"input 1 (mtx) of sample {i} must have 6 values (a 2x3 matrix), got {sizes[i]}",
+            i = next((i for i, c in enumerate(sizes) if c != size), 0)
+            raise self.error(f"input 1 (mtx) of sample {i} must have {size} values ({shape}), got {sizes[i]}",
                              ValueError)
         bad = ~np.isfinite(m).all(axis=1)
         if bad.any():
@@ -186,11 +227,11 @@ class WarpAffine(Operator):
         batch = inputs[0]
         if not len(batch):
             return [batch]
-        images = image_batch(self, batch, WARP_DTYPES)
-        n = len(images)
-        sizes = explicit_sizes(self, args, n)
-        return run_warp(self, batch, images, self._matrices(inputs, args, n),
-                        images.hw if sizes is None else sizes, args)
+        images = Spatial(self, batch)
+        n, k = len(batch), images.ndim
+        sizes = explicit_sizes(self, args, n, k)
+        return run_warp(self, batch, images, self._matrices(inputs, args, n, k),
+                        images.extents if sizes is None else sizes, args)
 
 
 def rotated_canvas(hw, angles):
@@ -221,26 +262,72 @@ def rotation_matrices(in_hw, out_hw, angles):
     return np.stack([c, -s, tx, s, c, ty], axis=1)
 
 
+def _rotations_3d(axes, rad):
+    """DALI's rotation3D in float32: [N, 3, 3] rotations by `rad` (float32 [N]) about `axes`
+    ([N, 3], (x, y, z), normalized here); the identity where the angle is 0."""
+    c, s = np.cos(rad.astype(np.float64)).astype(_F32), np.sin(rad.astype(np.float64)).astype(_F32)
+    a = axes.astype(_F32)
+    lsq = (a[:, 0] * a[:, 0] + a[:, 1] * a[:, 1]) + a[:, 2] * a[:, 2]
+    u, v, w = (a * (1.0 / np.sqrt(lsq.astype(np.float64))).astype(_F32)[:, None]).T
+    uu, vv, ww, uv, uw, vw = u * u, v * v, w * w, u * v, u * w, v * w
+    one_c = _F32(1) - c
+    r = np.stack([uu + (vv + ww) * c, uv * one_c - w * s, uw * one_c + v * s,
+                  uv * one_c + w * s, vv + (uu + ww) * c, vw * one_c - u * s,
+                  uw * one_c - v * s, vw * one_c + u * s, ww + (uu + vv) * c], axis=1).reshape(-1, 3, 3)
+    r[rad == 0] = np.eye(3, dtype=_F32)
+    return r
+
+
+def _times(m, v):
+    """m @ v for [N, 3, 3] float32 matrices and [N, 3] vectors, summed left to right as DALI's
+    float arithmetic does."""
+    return (m[:, :, 0] * v[:, 0:1] + m[:, :, 1] * v[:, 1:2]) + m[:, :, 2] * v[:, 2:3]
+
+
+def rotated_volume_canvas(dhw, axes, angles):
+    """DALI's output (depth, height, width) [N, 3] of volumes rotated by `angles` degrees about
+    `axes` (RotatedCanvasSize): the rotated box less 0.01, rounded up, then made one larger
+    where its parity differs from that of the input extent that dominates it (the diagonal's
+    unless another weighs strictly more)."""
+    size = dhw[:, ::-1]  # (x, y, z) = (width, height, depth)
+    m = np.abs(_rotations_3d(axes, angles.astype(_F32) * _D2R))
+    out = np.ceil(_times(m, size.astype(_F32)) - _F32(1e-2)).astype(np.int64)
+    dominant = np.broadcast_to(np.arange(3), out.shape).copy()
+    rows = np.arange(len(out))[:, None]
+    for j in range(3):
+        heavier = m[:, :, j] > m[rows, np.arange(3), dominant]
+        dominant[heavier] = j
+    parity = np.take_along_axis(size, dominant, axis=1) % 2
+    return (out + ((out % 2) ^ parity))[:, ::-1]
+
+
+def volume_rotation_matrices(in_dhw, out_dhw, axes, angles):
+    """DALI's output-to-input matrices [N, 12] (3x4, over (x, y, z)) of rotations by `angles`
+    degrees about `axes` through the centres of the input and output volumes, in float32."""
+    r = _rotations_3d(axes, -(angles.astype(_F32) * _D2R))
+    centre_in = in_dhw[:, ::-1].astype(_F32) * _F32(0.5)
+    centre_out = out_dhw[:, ::-1].astype(_F32) * _F32(-0.5)
+    t = _times(r, centre_out) + centre_in
+    return np.concatenate([r, t[:, :, None]], axis=2).reshape(-1, 12)
+
+
 @register("rotate", devices=("cpu", "gpu"), inputs=(1, 1), aliases=("Rotate",),
           deprecated_args={"output_dtype": "dtype"},
           args=WARP_ARGS + [
               Arg("angle", FLOAT, REQUIRED, "Rotation in degrees, counter-clockwise (the top-left "
                   "corner being (0, 0)).", per_sample=True,
                   check=lambda v: None if math.isfinite(v) else "must be a finite number"),
-              Arg("axis", FLOATS, None, "Rotation axis of 3D volumes; not supported (2D images "
-                  "only).", per_sample=True),
+              Arg("axis", FLOATS, None, "Rotation axis of volumes (x, y, z), required for them: "
+                  "the right-hand rule in coordinates where x goes right, y down and z deeper, so "
+                  "about (0, 0, 1) each depth plane turns clockwise. Images ignore it, as in DALI.",
+                  per_sample=True, check=_axis_check),
               Arg("keep_size", BOOL, False, "Keep the input's size (default: the rotated image's "
                   "bounding box, with DALI's parity rule)."),
           ])
 class Rotate(Operator):
-    """Rotate HWC (or CHW) images, and FHWC / FCHW sequences frame by frame, by `angle` degrees
-    counter-clockwise about their centre; the canvas grows to hold the whole rotated image unless `keep_size` or `size` is given."""
-
-    def __init__(self, spec):
-        super().__init__(spec)
-        if "axis" in spec.arg_input_names or spec.args.get("axis") is not None:
-            raise ValueError("rotate: the argument 'axis' applies to 3D volumes, which are not "
-                             "supported; rotate 2D images without it")
+    """Rotate HWC (or CHW) images by `angle` degrees counter-clockwise about their centre, DHWC
+    (or CDHW) volumes about `axis`, and sequences of either frame by frame; the canvas grows to
+    hold the whole rotated image unless `keep_size` or `size` is given."""
 
     def plan(self, inputs):
         plan_warp(self, inputs[0])
@@ -250,10 +337,20 @@ class Rotate(Operator):
         batch = inputs[0]
         if not len(batch):
             return [batch]
-        images = image_batch(self, batch, WARP_DTYPES)
-        n = len(images)
+        images = Spatial(self, batch)
+        n, k = len(batch), images.ndim
         angles = np.broadcast_to(np.asarray(args.batch("angle"), np.float64), (n,))
-        sizes = explicit_sizes(self, args, n)
+        sizes = explicit_sizes(self, args, n, k)
+        if k == 2:
+            if sizes is None:
+                sizes = images.extents if args["keep_size"] else rotated_canvas(images.extents, angles)
+            return run_warp(self, batch, images, rotation_matrices(images.extents, sizes, angles), sizes, args)
+        if args.batch("axis") is None:
+            raise self.error("argument 'axis' is required for volumes: the (x, y, z) axis to rotate about",
+                             ValueError)
+        axes = np.broadcast_to(np.asarray(args.batch("axis"), np.float64), (n, 3))
         if sizes is None:
-            sizes = images.hw if args["keep_size"] else rotated_canvas(images.hw, angles)
-        return run_warp(self, batch, images, rotation_matrices(images.hw, sizes, angles), sizes, args)
+            sizes = images.extents if args["keep_size"] else rotated_volume_canvas(images.extents, axes, angles)
+            refuse_huge_outputs(self, sizes, ["angle", "axis"])
+        return run_warp(self, batch, images, volume_rotation_matrices(images.extents, sizes, axes, angles), sizes,
+                        args)
