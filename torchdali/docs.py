@@ -20,7 +20,8 @@ def operator_reference():
         for arg in op.args.values():
             default = "required" if arg.required else f"`{arg.default!r}`"
             choices = f" One of {', '.join(repr(c) for c in arg.choices)}." if arg.choices else ""
-            lines.append(f"| `{arg.name}` | {arg.type} | {default} | {'yes' if arg.per_sample else ''} | "
+            per_sample = "yes, or per frame" if arg.per_frame else "yes" if arg.per_sample else ""
+            lines.append(f"| `{arg.name}` | {arg.type} | {default} | {per_sample} | "
                          f"{arg.doc}{choices} |")
         for old, new in op.deprecated_args.items():
             lines.append(f"| `{old}` | deprecated | | | {'alias of `' + new + '`' if new else 'ignored'} |")

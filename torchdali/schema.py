@@ -118,6 +118,7 @@ class Arg:
     default: Any = None
     doc: str = ""
     per_sample: bool = False  # may be an argument input (a CPU DataNode), read per sample
+    per_frame: bool = False  # that input may hold a row per frame of a sequence (fn.per_frame)
     choices: Optional[Sequence[Any]] = None
     check: Optional[Callable[[Any], Optional[str]]] = None  # returns an error text or None
 

@@ -5,4 +5,4 @@ from . import python_function  # noqa: F401
 from . import conditional  # noqa: F401
 from . import bbox_rotate, region_crops  # noqa: F401
 from . import multi_paste, tensor_resize, resize_crop_mirror  # noqa: F401
-from . import coco  # noqa: F401
+from . import coco, sequences  # noqa: F401

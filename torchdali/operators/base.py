@@ -53,6 +53,7 @@ class RunContext:
     dropped: List[int] = dataclasses.field(default_factory=list)
     messages: List[str] = dataclasses.field(default_factory=list)
     unfinished: Optional[List[Callable]] = None  # see finish_later; set by the executor
+    frames: Optional[np.ndarray] = None  # over_frames: the batch holds these sequences' frames
 
     def finish_later(self, finish):
         """Let finish(ctx) complete the operator's outputs when the GPU stage is about to read
@@ -88,10 +89,65 @@ class Args:
         self._rows = rows  # sample indices this view keeps (see subset), or None for all
         self._arrays = {}
         self._lists = {}
+        self.per_frame = [name for name, b in arg_batches.items() if is_per_frame(b)]
+        for name in self.per_frame:
+            if not self._spec.schema.args[name].per_frame:
+                raise op.error(f"argument input '{name}' is given per frame (layout '{arg_batches[name].layout()}'), "
+                               "which this argument does not take; give one value per sample", ValueError)
 
     def subset(self, rows):
         """These arguments for samples `rows` of the batch only, in that order."""
         return Args(self._op, self._batches, np.asarray(rows, np.int64))
+
+    def frame_counts(self, n):
+        """[n] the number of rows each sample's per-frame arguments give (1 where none does); an
+        error where two of them disagree, one row serving any number of frames."""
+        counts = np.ones(n, np.int64)
+        for name in self.per_frame:
+            rows = np.array([s.shape[0] for s in self._batches[name].as_torch_list()], np.int64)
+            clash = (rows != 1) & (counts != 1) & (rows != counts)
+            if clash.any():
+                i = int(np.argmax(clash))
+                raise self._op.error(f"argument input '{name}' sample {i} has {rows[i]} per-frame values, other "
+                                     f"per-frame values of that sample {counts[i]}; give one count (or 1)",
+                                     ValueError, sample=i)
+            counts = np.maximum(counts, rows)
+        return counts
+
+    def over_frames(self, frames):
+        """These arguments for every frame of a batch of sequences, `frames[i]` in sample i:
+        a per-sample value repeated for each of its sample's frames, a per-frame one's row for
+        that frame (a single row serves every frame)."""
+        rows = np.repeat(np.arange(len(frames)), frames)
+        batches = {}
+        for name, batch in self._batches.items():
+            samples = batch.as_torch_list()
+            if name not in self.per_frame:
+                batches[name] = TensorList.make([samples[i] for i in rows], batch.layout(), device=batch.device)
+                continue
+            for i, (s, f) in enumerate(zip(samples, frames)):
+                if len(s) not in (1, f):
+                    raise self._op.error(f"argument input '{name}' sample {i} has {len(s)} per-frame values, but the "
+                                         f"input's sample {i} has {f} frames; give 1 or {f}", ValueError, sample=i)
+            per_frame = [s[k if len(s) > 1 else 0] for s, f in zip(samples, frames) for k in range(f)]
+            batches[name] = TensorList.make(per_frame, batch.layout()[1:], device=batch.device)
+        return Args(self._op, batches)
+
+    def without_frames(self):
+        """These arguments for an input that is not a sequence: a per-frame argument's single
+        row per sample (an error where a sample gives more)."""
+        if not self.per_frame:
+            return self
+        counts = self.frame_counts(len(next(iter(self._batches.values()))))
+        if (counts != 1).any():
+            i = int(np.argmax(counts != 1))
+            raise self._op.error(f"sample {i} of a per-frame argument has {counts[i]} values, but input sample {i} is "
+                                 "not a sequence; give one value, or a sequence", ValueError, sample=i)
+        return Args(self._op, {name: batch if name not in self.per_frame else
+                               TensorList.make([s[0] for s in batch.as_torch_list()], batch.layout()[1:],
+                                               device=batch.device)
+                               for name, batch in self._batches.items()}, self._rows)
+
 
     def __getitem__(self, name):
         """The constant value; an error for an argument given per sample."""
@@ -143,6 +199,12 @@ class Args:
         if values is None:
             values = self._lists[name] = _as_python(self._spec.schema.args[name].type, self.batch(name))
         return values[i]
+
+
+def is_per_frame(batch):
+    """Whether a batch (an argument input, or a transform) holds sequences: its layout starts
+    with 'F' (fn.per_frame sets that)."""
+    return batch.layout().startswith("F")
 
 
 _SCALAR_KINDS = {"int": np.int64, "float": np.float64, "bool": np.bool_, "DALIDataType": np.int64,

@@ -12,6 +12,7 @@ from .. import types
 from ..tensor_list import TensorList
 from ..settings import MAX_IMAGE_PIXELS_VARIABLE, max_image_pixels
 from .conversions import convert_saturate
+from .sequences import as_sequences, frames_of
 
 IMAGE_LAYOUTS = ("HWC", "CHW")
 SEQUENCE_LAYOUTS = ("FHWC", "FCHW")
@@ -232,12 +233,13 @@ def over_frames(op, run):
     """An image operator's `run(inputs, args, ctx)` made to take sequences (FHWC, FCHW, and
     FDHWC, FCDHW where plan_images let them through) too, as DALI's operators do: every frame
     is an image (or volume) with its sample's arguments (the arguments' rows repeated per
-    frame), one call for all the batch's frames, and each sample's outputs regrouped into a
-    sequence."""
+    frame, or a row per frame where fn.per_frame marked them; the same for further inputs that
+    are sequences), one call for all the batch's frames (`ctx.frames`: each sequence's count),
+    and each sample's outputs regrouped into a sequence."""
     def run_frames(inputs, args, ctx):
         batch = inputs[0]
         if batch.layout() not in SEQUENCE_LAYOUTS + VOLUME_SEQUENCE_LAYOUTS or not len(batch):
-            return run(inputs, args, ctx)
+            return run(inputs, args.without_frames(), ctx)
         shapes = image_shapes(op, batch, batch.layout())
         frames = shapes[:, 0]
         if (frames == 0).any():
@@ -245,29 +247,9 @@ def over_frames(op, run):
             raise op.error(f"sample {i} is a sequence of no frames {tuple(shapes[i].tolist())}", ValueError, sample=i)
         dense = batch.dense_tensor()
         images = dense.flatten(0, 1) if dense is not None else [f for s in batch.as_torch_list() for f in s]
-        rows = np.repeat(np.arange(len(batch)), frames)
-        others = [_repeat(other, rows) for other in inputs[1:]]  # a sample's inputs, for each of its frames
+        others = [frames_of(op, k, other, frames) for k, other in enumerate(inputs[1:], 1)]
         outs = run([TensorList.make(images, batch.layout()[1:], device=batch.device)] + others,
-                   args.subset(rows), dataclasses.replace(ctx, batch_size=len(rows)))
-        return [_sequences(out, frames) for out in outs]
+                   args.over_frames(frames), dataclasses.replace(ctx, batch_size=int(frames.sum()), frames=frames))
+        return [as_sequences(out, frames) for out in outs]
 
     return run_frames
-
-
-def _repeat(batch, rows):
-    """The samples `rows` of `batch` (a TensorList), in that order."""
-    dense = batch.dense_tensor()
-    picked = dense[torch.from_numpy(rows).to(dense.device)] if dense is not None else \
-        [batch.sample(int(i)) for i in rows]
-    return TensorList.make(picked, batch.layout(), device=batch.device)
-
-
-def _sequences(out, frames):
-    """A batch of frames (a TensorList) regrouped into sequences of `frames` frames each."""
-    dense = out.dense_tensor()
-    if dense is not None and (frames == frames[0]).all():
-        grouped = dense.unflatten(0, (len(frames), int(frames[0])))
-    else:
-        samples, starts = out.as_torch_list(), np.concatenate([[0], np.cumsum(frames)])
-        grouped = [torch.stack(samples[a:b]) for a, b in zip(starts[:-1], starts[1:])]
-    return TensorList.make(grouped, "F" + out.layout(), device=out.device)

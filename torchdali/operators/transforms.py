@@ -2,28 +2,45 @@
 matrix (the linear part, then the offset), the form `warp_affine` and `coord_transform`
 consume. An operator given a transform as its input composes its own with it: by default
 its own is applied after the input's (`reverse_order` turns that around). A whole batch is
-computed at once, in float64, as [N, ndim + 1, ndim + 1] homogeneous matrices.
-Sequences and per-frame arguments are not supported yet."""
+computed at once, in float64, as [N, ndim + 1, ndim + 1] homogeneous matrices. Where an
+argument is given per frame (fn.per_frame) or an input transform is a sequence, each sample
+is a sequence of matrices ([F, ndim, ndim + 1], layout 'F**'), computed frame by frame."""
+import dataclasses
+
 import numpy as np
 import torch
 
 from ..schema import BOOL, FLOAT, FLOATS, INT, REQUIRED, Arg, register
 from ..tensor_list import TensorList
 from .base import BatchSpec, Operator
+from .sequences import as_sequences, frame_counts, frames_of
 
 _REVERSE = Arg("reverse_order", BOOL, False, "With an input transform: False applies this operator's "
                "transform after the input's, True before it.")
 
 
 def _center(what):
-    return Arg("center", FLOATS, None, f"The center of the {what}; one value per dimension.", per_sample=True)
+    return Arg("center", FLOATS, None, f"The center of the {what}; one value per dimension.", per_sample=True, per_frame=True)
 
 
 class _Transform(Operator):
     """A batch of this operator's matrices, composed with the optional input transform."""
 
     def plan(self, inputs):
-        return [BatchSpec("cpu", torch.float32, 2, "")], self.step
+        may_be_sequences = self.spec.arg_input_names or any(s.layout != "" for s in inputs)
+        return [BatchSpec("cpu", torch.float32, None if may_be_sequences else 2,
+                          None if may_be_sequences else "")], self.over_frames
+
+    def over_frames(self, inputs, args, ctx):
+        """`step` for every frame where an input is a sequence or an argument per frame; each
+        sample's matrices regrouped into a sequence."""
+        n = len(inputs[0]) if inputs else ctx.batch_size
+        frames = frame_counts(self, inputs, args, n)
+        if frames is None:
+            return self.step(inputs, args, ctx)
+        frame_inputs = [frames_of(self, k, batch, frames) for k, batch in enumerate(inputs)]
+        outs = self.step(frame_inputs, args.over_frames(frames), dataclasses.replace(ctx, batch_size=int(frames.sum())))
+        return [as_sequences(TensorList.make(out.dense_tensor(), "**", device="cpu"), frames) for out in outs]
 
     def step(self, inputs, args, ctx):
         n = len(inputs[0]) if inputs else ctx.batch_size
@@ -38,12 +55,14 @@ class _Transform(Operator):
 
     def input_matrices(self, batch):
         """The input transforms ([ndim, ndim + 1] each) as homogeneous float64 matrices."""
-        dense = batch.dense_tensor()
+        dense, samples = batch.dense_tensor(), batch.as_torch_list()
+        if dense is None and samples and all(t.shape == samples[0].shape for t in samples):
+            dense = torch.stack(samples)
         if dense is None or dense.dim() != 3 or dense.shape[2] != dense.shape[1] + 1:
-            shapes = [tuple(t.shape) for t in batch.as_torch_list()]  # the error's sample
+            shapes = [tuple(t.shape) for t in samples]  # the error's sample
             i = next(i for i, s in enumerate(shapes) if len(s) != 2 or s[1] != s[0] + 1 or s != shapes[0])
             raise self.error(f"input sample {i} has shape {shapes[i]}; expected affine transforms of one shape "
-                             "[ndim, ndim + 1] (sequences are not supported)", ValueError, sample=i)
+                             "[ndim, ndim + 1], or sequences of them (layout 'F**')", ValueError, sample=i)
         return homogeneous(dense.double().cpu().numpy())
 
     def matrices(self, args, n, ndim):
@@ -86,7 +105,7 @@ def homogeneous(affine):
 
 @register("transforms.translation", inputs=(0, 1), args=[
     Arg("offset", FLOATS, REQUIRED, "The translation vector; its length is the transform's dimensions.",
-        per_sample=True), _REVERSE])
+        per_sample=True, per_frame=True), _REVERSE])
 class Translation(_Transform):
     """A translation by `offset`."""
 
@@ -98,7 +117,7 @@ class Translation(_Transform):
 
 @register("transforms.scale", inputs=(0, 1), args=[
     Arg("scale", FLOATS, REQUIRED, "The scale factor per dimension; one value is used for every dimension.",
-        per_sample=True),
+        per_sample=True, per_frame=True),
     _center("scaling"),
     Arg("ndim", INT, None, "The transform's dimensions, where neither `scale` nor the input gives them.",
         check=lambda v: None if v > 0 else "must be positive"),
@@ -117,9 +136,9 @@ class Scale(_Transform):
 
 
 @register("transforms.rotation", inputs=(0, 1), args=[
-    Arg("angle", FLOAT, REQUIRED, "The angle, in degrees (counter-clockwise in x, y).", per_sample=True),
+    Arg("angle", FLOAT, REQUIRED, "The angle, in degrees (counter-clockwise in x, y).", per_sample=True, per_frame=True),
     Arg("axis", FLOATS, None, "3-D only: the axis of rotation (any non-zero length); a 2-D transform "
-        "without it.", per_sample=True),
+        "without it.", per_sample=True, per_frame=True),
     _center("rotation"), _REVERSE])
 class Rotation(_Transform):
     """A rotation by `angle` degrees, about `center` (the origin by default); 3-D about `axis`."""
@@ -145,9 +164,9 @@ class Rotation(_Transform):
 
 @register("transforms.shear", inputs=(0, 1), args=[
     Arg("shear", FLOATS, None, "The shear factors: 2-D (x, y) or 3-D (xy, xz, yx, yz, zx, zy).",
-        per_sample=True),
+        per_sample=True, per_frame=True),
     Arg("angles", FLOATS, None, "The shear angles in degrees, in `shear`'s order (a factor is the angle's "
-        "tangent); not with `shear`.", per_sample=True),
+        "tangent); not with `shear`.", per_sample=True, per_frame=True),
     _center("shear"), _REVERSE])
 class Shear(_Transform):
     """A shear mapping: factor xy moves x by that much per unit of y."""
@@ -174,10 +193,10 @@ class Shear(_Transform):
 
 @register("transforms.crop", inputs=(0, 1), args=[
     Arg("from_start", FLOATS, [0.0], "The source space's lower bound (one value: every dimension).",
-        per_sample=True),
-    Arg("from_end", FLOATS, [1.0], "The source space's upper bound.", per_sample=True),
-    Arg("to_start", FLOATS, [0.0], "The destination space's lower bound.", per_sample=True),
-    Arg("to_end", FLOATS, [1.0], "The destination space's upper bound.", per_sample=True),
+        per_sample=True, per_frame=True),
+    Arg("from_end", FLOATS, [1.0], "The source space's upper bound.", per_sample=True, per_frame=True),
+    Arg("to_start", FLOATS, [0.0], "The destination space's lower bound.", per_sample=True, per_frame=True),
+    Arg("to_end", FLOATS, [1.0], "The destination space's upper bound.", per_sample=True, per_frame=True),
     Arg("absolute", BOOL, False, "Swap a start and end where start > end."),
     _REVERSE])
 class Crop(_Transform):

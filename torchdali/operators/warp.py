@@ -164,7 +164,7 @@ def _inverted(op, m, k, what):
               Arg("matrix", MATRIX, None, "The 2x3 matrix (M11, M12, M13, M21, M22, M23): "
                   "dst(x, y) = src(M11 x + M12 y + M13, M21 x + M22 y + M23), (0, 0) being the "
                   "first pixel's corner; for volumes a 3x4 matrix over (x, y, z). May instead be "
-                  "given as a second input.", per_sample=True, check=_matrix_check),
+                  "given as a second input.", per_sample=True, per_frame=True, check=_matrix_check),
               Arg("inverse_map", BOOL, True, "True: `matrix` maps output to input coordinates; "
                   "False: input to output (it is inverted)."),
           ])
@@ -234,11 +234,12 @@ class WarpAffine(Operator):
                         images.extents if sizes is None else sizes, args)
 
 
-def rotated_canvas(hw, angles):
+def rotated_canvas(hw, angles, frames=None):
     """DALI's output (height, width) [N, 2] of rotations by `angles` degrees
     (RotatedCanvasSize): each rotated image's bounding box less 0.01, rounded up, then made
     one larger where its parity differs from the input extent that dominates it (less blur
-    near the centre)."""
+    near the centre). `frames`: the images are the frames of sequences of these lengths, which
+    share one canvas (see with_parity)."""
     rad = (-angles.astype(_F32) * _D2R).astype(np.float64)
     c, s = np.abs(np.cos(rad)), np.abs(np.sin(rad))
     h, w = hw[:, 0], hw[:, 1]
@@ -246,7 +247,20 @@ def rotated_canvas(hw, angles):
     out_h = np.ceil(c * h + s * w - 1e-2).astype(np.int64)
     upright = s <= c
     par_w, par_h = np.where(upright, w % 2, h % 2), np.where(upright, h % 2, w % 2)
-    return np.stack([out_h + ((out_h % 2) ^ par_h), out_w + ((out_w % 2) ^ par_w)], axis=1)
+    return with_parity(np.stack([out_h, out_w], axis=1), np.stack([par_h, par_w], axis=1), frames)
+
+
+def with_parity(extents, parity, frames=None):
+    """Rotated canvases [N, k] made one larger where their parity differs from the wanted
+    `parity` [N, k]. For sequences (`frames`: their lengths, the rows being their frames in
+    order) as DALI does: every frame of a sequence gets the largest extents of its frames,
+    with the parity most of them want."""
+    if frames is None or (frames == 1).all():
+        return extents + ((extents % 2) ^ parity)
+    starts = np.concatenate([[0], np.cumsum(frames)[:-1]])
+    largest = np.maximum.reduceat(extents, starts, axis=0)
+    wanted = 2 * np.add.reduceat(parity, starts, axis=0) > frames[:, None]
+    return np.repeat(largest + ((largest % 2) ^ wanted), frames, axis=0)
 
 
 def rotation_matrices(in_hw, out_hw, angles):
@@ -284,11 +298,11 @@ def _times(m, v):
     return (m[:, :, 0] * v[:, 0:1] + m[:, :, 1] * v[:, 1:2]) + m[:, :, 2] * v[:, 2:3]
 
 
-def rotated_volume_canvas(dhw, axes, angles):
+def rotated_volume_canvas(dhw, axes, angles, frames=None):
     """DALI's output (depth, height, width) [N, 3] of volumes rotated by `angles` degrees about
     `axes` (RotatedCanvasSize): the rotated box less 0.01, rounded up, then made one larger
     where its parity differs from that of the input extent that dominates it (the diagonal's
-    unless another weighs strictly more)."""
+    unless another weighs strictly more). `frames`: as for rotated_canvas."""
     size = dhw[:, ::-1]  # (x, y, z) = (width, height, depth)
     m = np.abs(_rotations_3d(axes, angles.astype(_F32) * _D2R))
     out = np.ceil(_times(m, size.astype(_F32)) - _F32(1e-2)).astype(np.int64)
@@ -298,7 +312,7 @@ def rotated_volume_canvas(dhw, axes, angles):
         heavier = m[:, :, j] > m[rows, np.arange(3), dominant]
         dominant[heavier] = j
     parity = np.take_along_axis(size, dominant, axis=1) % 2
-    return (out + ((out % 2) ^ parity))[:, ::-1]
+    return with_parity(out[:, ::-1], parity[:, ::-1], frames)
 
 
 def volume_rotation_matrices(in_dhw, out_dhw, axes, angles):
@@ -315,12 +329,12 @@ def volume_rotation_matrices(in_dhw, out_dhw, axes, angles):
           deprecated_args={"output_dtype": "dtype"},
           args=WARP_ARGS + [
               Arg("angle", FLOAT, REQUIRED, "Rotation in degrees, counter-clockwise (the top-left "
-                  "corner being (0, 0)).", per_sample=True,
+                  "corner being (0, 0)).", per_sample=True, per_frame=True,
                   check=lambda v: None if math.isfinite(v) else "must be a finite number"),
               Arg("axis", FLOATS, None, "Rotation axis of volumes (x, y, z), required for them: "
                   "the right-hand rule in coordinates where x goes right, y down and z deeper, so "
                   "about (0, 0, 1) each depth plane turns clockwise. Images ignore it, as in DALI.",
-                  per_sample=True, check=_axis_check),
+                  per_sample=True, per_frame=True, check=_axis_check),
               Arg("keep_size", BOOL, False, "Keep the input's size (default: the rotated image's "
                   "bounding box, with DALI's parity rule)."),
           ])
@@ -343,14 +357,15 @@ class Rotate(Operator):
         sizes = explicit_sizes(self, args, n, k)
         if k == 2:
             if sizes is None:
-                sizes = images.extents if args["keep_size"] else rotated_canvas(images.extents, angles)
+                sizes = images.extents if args["keep_size"] else rotated_canvas(images.extents, angles, ctx.frames)
             return run_warp(self, batch, images, rotation_matrices(images.extents, sizes, angles), sizes, args)
         if args.batch("axis") is None:
             raise self.error("argument 'axis' is required for volumes: the (x, y, z) axis to rotate about",
                              ValueError)
         axes = np.broadcast_to(np.asarray(args.batch("axis"), np.float64), (n, 3))
         if sizes is None:
-            sizes = images.extents if args["keep_size"] else rotated_volume_canvas(images.extents, axes, angles)
+            sizes = images.extents if args["keep_size"] else \
+                rotated_volume_canvas(images.extents, axes, angles, ctx.frames)
             refuse_huge_outputs(self, sizes, ["angle", "axis"])
         return run_warp(self, batch, images, volume_rotation_matrices(images.extents, sizes, axes, angles), sizes,
                         args)
