@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from conftest import requires_cuda
-from test_kernel_warp import F32, to_out
+from test_kernel_warp import F32, assert_equal, to_out
 from torchdali.kernels.warp import INTERP_LINEAR, INTERP_NN, warp_affine
 
 DEVICES = ["cpu", pytest.param("cuda", marks=requires_cuda)]
@@ -84,13 +84,6 @@ def expected_for(vols, m, out_sizes, interp, fill, out_dtype, channel_first):
         r = torch.from_numpy(reference(dhwc, m[k], dhw, it, fill, out_dtype))
         out.append(r.permute(3, 0, 1, 2) if channel_first else r)
     return out
-
-
-def assert_equal(outs, expected):
-    assert len(outs) == len(expected)
-    for o, e in zip(outs, expected):
-        assert o.dtype == e.dtype and tuple(o.shape) == tuple(e.shape) and o.is_contiguous()
-        assert torch.equal(o.cpu(), e), (o.cpu().float() - e.float()).abs().max()
 
 
 @pytest.mark.parametrize("device", DEVICES)
