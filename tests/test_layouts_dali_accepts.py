@@ -8,7 +8,7 @@ import pytest
 
 import torchdali
 
-from conftest import dali_or_skip, run_operator
+from conftest import dali_or_skip, requires_cuda, run_operator
 
 pytest.importorskip("torchdali._C", reason="the C++ extension is not built")
 
@@ -59,3 +59,30 @@ def test_what_dali_takes_torchdali_takes(op):
                 if op in MOVES_VALUES:
                     np.testing.assert_array_equal(a, b, err_msg=f"{name} {dtype}")
     assert taken >= 10  # the combinations DALI runs: enough to say something
+
+
+@requires_cuda
+@pytest.mark.parametrize("op", ["resize", "crop", "slice", "flip", "rotate", "warp_affine", "crop_mirror_normalize",
+                                "pad", "transpose", "paste"])
+def test_the_gpu_takes_what_the_cpu_takes(op):
+    """Every combination the CPU operator runs, the GPU one runs too, with the same result
+    (within one level where the operators filter)."""
+    rng = np.random.default_rng(1)
+    taken = 0
+    for name, shape in SHAPES.items():
+        layout = name.split(",")[0]
+        kwargs = dict(ratio=2.0, fill_value=0) if op == "paste" else arguments(op, layout)
+        for dtype in DTYPES:
+            data = [rng.integers(0, 100, shape).astype(dtype) for _ in range(2)]
+            try:
+                cpu, cpu_layout = run_operator(torchdali, op, data, layout=layout, **kwargs)
+            except (ValueError, TypeError):
+                continue  # not taken: tests elsewhere check the error
+            taken += 1
+            gpu, gpu_layout = run_operator(torchdali, op, data, layout=layout, device="gpu", **kwargs)
+            assert gpu_layout == cpu_layout
+            for a, b in zip(gpu, cpu):
+                assert a.shape == b.shape and a.dtype == b.dtype, (name, dtype)
+                tolerance = 0 if op in MOVES_VALUES or op == "paste" else 1
+                assert np.abs(a.astype(np.float64) - b.astype(np.float64)).max() <= tolerance, (name, dtype)
+    assert taken >= 10

@@ -15,6 +15,7 @@ RNG = np.random.default_rng(11)
 SEQUENCES = [RNG.integers(0, 256, (3, 8, 10, 3), dtype=np.uint8), RNG.integers(0, 256, (2, 6, 7, 3), dtype=np.uint8)]
 ANGLES = [np.array([10, 20, 30], np.float32), np.array([5, -5], np.float32)]
 OFFSETS = [np.arange(6, dtype=np.float32).reshape(3, 2), np.ones((2, 2), np.float32)]
+POINTS = [np.arange(8, dtype=np.float32).reshape(4, 2), np.ones((3, 2), np.float32)]
 MATRICES = [np.stack([np.array([[1, 0.1 * k, k], [0.05, 1, -k]], np.float32) for k in range(len(a))]) for a in ANGLES]
 
 
@@ -58,6 +59,11 @@ PIPELINES = {
         lib.fn.transforms.rotation(angle=per_frame(lib, ANGLES)), offset=[1.0, 2.0]),
     "transforms.combine": lambda lib, x: lib.fn.transforms.combine(
         lib.fn.transforms.rotation(angle=per_frame(lib, ANGLES)), lib.fn.transforms.scale(scale=[2.0, 2.0])),
+    "coord_transform, matrices per frame": lambda lib, x: lib.fn.coord_transform(
+        given(lib, POINTS), MT=lib.fn.transforms.rotation(angle=per_frame(lib, ANGLES), center=[1.0, 2.0])),
+    "coord_transform, sequences of points": lambda lib, x: lib.fn.coord_transform(
+        per_frame(lib, [np.stack([p + k for k in range(len(a))]) for p, a in zip(POINTS, ANGLES)]),
+        MT=per_frame(lib, MATRICES)),
     "per_frame": lambda lib, x: per_frame(lib, OFFSETS),
     "per_frame, replace": lambda lib, x: lib.fn.per_frame(lib.fn.external_source(constant_source(OFFSETS), layout="XY"),
                                                           replace=True),

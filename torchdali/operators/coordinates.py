@@ -8,26 +8,40 @@ from .. import types
 from ..schema import BOOL, DTYPE, FLOAT, FLOATS, INT, LAYOUT, REQUIRED, Arg, register
 from ..tensor_list import TensorList
 from .base import BatchSpec, Operator, shapes_or_none
+from .sequences import frame_by_frame
 
 
 @register("coord_transform", devices=("cpu", "gpu"), inputs=(1, 1), args=[
     Arg("M", FLOATS, None, "The matrix, m x n for inputs of n components (row-major); one value: that "
-        "value on the diagonal of an n x n matrix; the identity by default.", per_sample=True),
+        "value on the diagonal of an n x n matrix; the identity by default.", per_sample=True, per_frame=True),
     Arg("T", FLOATS, None, "The translation, m values; one value: repeated m times; none by default.",
-        per_sample=True),
+        per_sample=True, per_frame=True),
     Arg("MT", FLOATS, None, "[M T] as one m x (n + 1) matrix; one value: that value on M's diagonal. "
-        "Not with `M` or `T`.", per_sample=True),
+        "Not with `M` or `T`.", per_sample=True, per_frame=True),
     Arg("dtype", DTYPE, types.FLOAT, "The output type: FLOAT, or the input's type (rounded to the nearest "
         "integer and clamped to the type's range)."),
 ])
 class CoordTransform(Operator):
     """out = M * in + T for every vector along the samples' last dimension (points, colors):
-    each sample's [..., n] becomes [..., m]."""
+    each sample's [..., n] becomes [..., m]. With per-frame matrices (fn.per_frame, or
+    transforms.* run per frame) or sequences of points, frame by frame: [F, ..., m]."""
 
     def plan(self, inputs):
         self.out_dtype = types.to_torch_type(self.spec.args["dtype"])
         device = "cpu" if self.spec.device == "cpu" else "gpu"
-        return [BatchSpec(device, self.out_dtype, inputs[0].ndim, inputs[0].layout)], self.step
+        per_frame = bool(self.spec.arg_input_names) or (inputs[0].layout or "").startswith("F")
+        return [BatchSpec(device, self.out_dtype, None if per_frame else inputs[0].ndim,
+                          inputs[0].layout)], self.run_frames
+
+    def run_frames(self, inputs, args, ctx):
+        """`step` frame by frame; the output keeps the input's layout, as DALI's does (where the
+        matrices alone are per frame, no 'F')."""
+        out = frame_by_frame(self, self.step)(inputs, args, ctx)[0]
+        if out.layout() == inputs[0].layout():
+            return [out]
+        dense = out.dense_tensor()
+        return [TensorList.make(dense if dense is not None else out.as_torch_list(), inputs[0].layout(),
+                                device=out.device)]
 
     def step(self, inputs, args, ctx):
         samples, points, counts = vectors(self, inputs[0])

@@ -1,6 +1,8 @@
 """Sequences: `per_frame` says that each sample of a batch is a sequence (its layout starts
 with 'F'), so that an operator taking it as an argument reads a row per frame; and the helpers
 with which operators run sequences as batches of frames and regroup them."""
+import dataclasses
+
 import numpy as np
 import torch
 
@@ -47,15 +49,33 @@ def frames_of(op, k, batch, frames):
     return TensorList.make(picked, batch.layout()[1:], device=batch.device)
 
 
+def frame_by_frame(op, step):
+    """`step(inputs, args, ctx)` made to run frame by frame where an input holds sequences or an
+    argument is given per frame (`ctx.frames`: the counts), each sample's outputs regrouped
+    into a sequence."""
+    def run(inputs, args, ctx):
+        n = len(inputs[0]) if inputs else ctx.batch_size
+        frames = frame_counts(op, inputs, args, n)
+        if frames is None:
+            return step(inputs, args, ctx)
+        outs = step([frames_of(op, k, batch, frames) for k, batch in enumerate(inputs)], args.over_frames(frames),
+                    dataclasses.replace(ctx, batch_size=int(frames.sum()), frames=frames))
+        return [as_sequences(out, frames) for out in outs]
+
+    return run
+
+
 def as_sequences(out, frames):
-    """A batch of frames (a TensorList) regrouped into sequences of `frames` frames each."""
+    """A batch of frames (a TensorList) regrouped into sequences of `frames` frames each; the
+    layout is 'F' and the frames' ('F' and a '*' per dim where they have none)."""
     dense = out.dense_tensor()
     if dense is not None and (frames == frames[0]).all():
         grouped = dense.unflatten(0, (len(frames), int(frames[0])))
     else:
         samples, starts = out.as_torch_list(), np.concatenate([[0], np.cumsum(frames)])
         grouped = [torch.stack(samples[a:b]) for a, b in zip(starts[:-1], starts[1:])]
-    return TensorList.make(grouped, "F" + out.layout(), device=out.device)
+    layout = out.layout() or "*" * (grouped[0].dim() - 1 if isinstance(grouped, list) else grouped.dim() - 2)
+    return TensorList.make(grouped, "F" + layout, device=out.device)
 
 
 @register("per_frame", devices=("cpu", "gpu"), inputs=(1, 1), aliases=("PerFrame",), args=[

@@ -5,15 +5,13 @@ its own is applied after the input's (`reverse_order` turns that around). A whol
 computed at once, in float64, as [N, ndim + 1, ndim + 1] homogeneous matrices. Where an
 argument is given per frame (fn.per_frame) or an input transform is a sequence, each sample
 is a sequence of matrices ([F, ndim, ndim + 1], layout 'F**'), computed frame by frame."""
-import dataclasses
-
 import numpy as np
 import torch
 
 from ..schema import BOOL, FLOAT, FLOATS, INT, REQUIRED, Arg, register
 from ..tensor_list import TensorList
 from .base import BatchSpec, Operator
-from .sequences import as_sequences, frame_counts, frames_of
+from .sequences import frame_by_frame
 
 _REVERSE = Arg("reverse_order", BOOL, False, "With an input transform: False applies this operator's "
                "transform after the input's, True before it.")
@@ -29,18 +27,7 @@ class _Transform(Operator):
     def plan(self, inputs):
         may_be_sequences = self.spec.arg_input_names or any(s.layout != "" for s in inputs)
         return [BatchSpec("cpu", torch.float32, None if may_be_sequences else 2,
-                          None if may_be_sequences else "")], self.over_frames
-
-    def over_frames(self, inputs, args, ctx):
-        """`step` for every frame where an input is a sequence or an argument per frame; each
-        sample's matrices regrouped into a sequence."""
-        n = len(inputs[0]) if inputs else ctx.batch_size
-        frames = frame_counts(self, inputs, args, n)
-        if frames is None:
-            return self.step(inputs, args, ctx)
-        frame_inputs = [frames_of(self, k, batch, frames) for k, batch in enumerate(inputs)]
-        outs = self.step(frame_inputs, args.over_frames(frames), dataclasses.replace(ctx, batch_size=int(frames.sum())))
-        return [as_sequences(TensorList.make(out.dense_tensor(), "**", device="cpu"), frames) for out in outs]
+                          None if may_be_sequences else "")], frame_by_frame(self, self.step)
 
     def step(self, inputs, args, ctx):
         n = len(inputs[0]) if inputs else ctx.batch_size
