@@ -85,4 +85,4 @@ def test_the_gpu_takes_what_the_cpu_takes(op):
                 assert a.shape == b.shape and a.dtype == b.dtype, (name, dtype)
                 tolerance = 0 if op in MOVES_VALUES or op == "paste" else 1
                 assert np.abs(a.astype(np.float64) - b.astype(np.float64)).max() <= tolerance, (name, dtype)
-    assert taken >= 10
+    assert taken >= 6  # paste takes the fewest: HWC images of uint8, float16 and float32
