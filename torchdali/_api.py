@@ -1,6 +1,7 @@
 """Builds the `fn` functions and the `ops` classes from the operator registry, so
 each operator is declared once and appears under both APIs."""
 import types as _pytypes
+import warnings
 
 from . import schema as _schema
 from .graph import call_operator
@@ -11,6 +12,17 @@ def make_fn(op_schema):
         return call_operator(op_schema.name, inputs, kwargs)
     op.__name__ = op.__qualname__ = op_schema.fn_name
     op.__doc__ = op_schema.docstring()
+    return op
+
+
+def make_deprecated_fn(op_schema, path):
+    """fn.<path>: the operator under a name DALI keeps for compatibility, with DALI's warning."""
+    def op(*inputs, **kwargs):
+        warnings.warn(f"WARNING: `torchdali.fn.{path}` is now deprecated. Use `torchdali.fn.{op_schema.name}` "
+                      "instead.", DeprecationWarning, stacklevel=2)
+        return call_operator(op_schema.name, inputs, kwargs)
+    op.__name__ = op.__qualname__ = path.rsplit(".", 1)[-1]
+    op.__doc__ = f"Deprecated name of `fn.{op_schema.name}`.\n\n" + op_schema.docstring()
     return op
 
 
@@ -53,6 +65,9 @@ def populate(fn_module, ops_module):
             continue
         target = _submodule(fn_module, op_schema.module_path)
         setattr(target, op_schema.fn_name, make_fn(op_schema))
+        for path in op_schema.deprecated_names:
+            *modules, name = path.split(".")
+            setattr(_submodule(fn_module, modules), name, make_deprecated_fn(op_schema, path))
         for class_path in op_schema.class_names:
             *path, cls_name = class_path.split(".")
             setattr(_submodule(ops_module, path), cls_name,

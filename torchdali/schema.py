@@ -155,6 +155,9 @@ class OpSchema:
     internal: bool = False  # not exposed in fn/ops (graph plumbing)
     # old name -> new name, or None for an argument that is ignored now
     deprecated_args: Dict[str, Optional[str]] = dataclasses.field(default_factory=dict)
+    # Further fn paths of the operator (DALI's deprecated names, e.g. "coin_flip" for
+    # "random.coin_flip"): a call through one warns that it is deprecated.
+    deprecated_names: Tuple[str, ...] = ()
     positional_args: Tuple[str, ...] = ()  # arguments that may be given positionally after the inputs
 
     @property
@@ -243,7 +246,7 @@ _REGISTRY: Dict[str, OpSchema] = {}
 
 def register(name, *, devices=("cpu",), args=(), inputs=(0, 0), outputs=1, aliases=(),
              side_effects=False, input_names=(), internal=False, deprecated_args=None,
-             common_args=True, positional_args=()):
+             common_args=True, positional_args=(), deprecated_names=()):
     """Class decorator declaring an operator implementation under DALI's `name`."""
     def wrap(impl):
         all_args = {a.name: a for a in (COMMON_ARGS if common_args else ()) + tuple(args)}
@@ -255,7 +258,8 @@ def register(name, *, devices=("cpu",), args=(), inputs=(0, 0), outputs=1, alias
             min_inputs=inputs[0], max_inputs=inputs[1], num_outputs=outputs,
             doc=inspect.getdoc(impl) or "", class_names=class_names,
             side_effects=side_effects, input_names=tuple(input_names), internal=internal,
-            deprecated_args=dict(deprecated_args or {}), positional_args=tuple(positional_args))
+            deprecated_args=dict(deprecated_args or {}), positional_args=tuple(positional_args),
+            deprecated_names=tuple(deprecated_names))
         if name in _REGISTRY:
             raise RuntimeError(f"operator {name} registered twice")
         _REGISTRY[name] = schema

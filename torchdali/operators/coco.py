@@ -103,7 +103,7 @@ _PER_IMAGE = {"offsets", "counts", "poly_offsets", "poly_counts", "vert_offsets"
 
 
 @register(
-    "readers.coco", aliases=("readers.COCO", "COCOReader"), outputs=_num_outputs,
+    "readers.coco", aliases=("readers.COCO", "COCOReader"), deprecated_names=("coco_reader",), outputs=_num_outputs,
     deprecated_args={"meta_files_path": "preprocessed_annotations", "save_img_ids": "image_ids",
                      "dump_meta_files": "save_preprocessed_annotations",
                      "dump_meta_files_path": "save_preprocessed_annotations_dir"},

@@ -138,6 +138,7 @@ def decode_resized_crops(dec, rrc, batch, args, ctx):
 
 
 @register("decoders.image_crop", devices=("cpu", "mixed"), inputs=(1, 1), aliases=("ImageDecoderCrop",),
+          deprecated_names=("image_decoder_crop", "experimental.decoders.image_crop"),
           deprecated_args=DECODER_DEPRECATED_ARGS,
           args=DECODER_ARGS + _CROP_ARGS + [Crop.schema.args["rounding"]])
 class ImageDecoderCrop(_DecodeThenCrop):
@@ -150,6 +151,7 @@ class ImageDecoderCrop(_DecodeThenCrop):
 
 
 @register("decoders.image_random_crop", devices=("cpu", "mixed"), inputs=(1, 1),
+          deprecated_names=("image_decoder_random_crop", "experimental.decoders.image_random_crop"),
           aliases=("ImageDecoderRandomCrop",), deprecated_args=DECODER_DEPRECATED_ARGS,
           args=DECODER_ARGS + [RandomResizedCrop.schema.args[n]
                                for n in ("random_area", "random_aspect_ratio", "num_attempts")])
@@ -167,6 +169,7 @@ class ImageDecoderRandomCrop(_DecodeThenCrop, RandomOperator):
 
 
 @register("decoders.image_slice", devices=("cpu", "mixed"), inputs=(1, 3),
+          deprecated_names=("image_decoder_slice", "experimental.decoders.image_slice"),
           input_names=("data", "anchor", "shape_input"), aliases=("ImageDecoderSlice",),
           deprecated_args=DECODER_DEPRECATED_ARGS, args=DECODER_ARGS + SLICE_ARGS)
 class ImageDecoderSlice(_DecodeThenCrop):

@@ -212,6 +212,7 @@ DECODER_DEPRECATED_ARGS = {"split_stages": None, "use_chunk_allocator": None, "m
 
 
 @register("decoders.image", devices=("cpu", "mixed"), inputs=(1, 1), aliases=("ImageDecoder",),
+          deprecated_names=("image_decoder", "experimental.decoders.image"),
           deprecated_args=DECODER_DEPRECATED_ARGS, args=DECODER_ARGS)
 class ImageDecoder(Operator):
     """Decode JPEG, PNG, WebP and the other formats Pillow reads (BMP, TIFF, PNM, ...)

@@ -78,7 +78,7 @@ class _Params:
         return v.reshape((len(v),) + (1,) * (self.ndim - 1))
 
 
-@register("random.uniform", devices=("cpu", "gpu"), inputs=(0, 1), aliases=("Uniform",),
+@register("random.uniform", devices=("cpu", "gpu"), inputs=(0, 1), aliases=("Uniform",), deprecated_names=("uniform",),
           args=[Arg("range", FLOATS, [-1.0, 1.0], "[lo, hi) of the distribution.", per_sample=True,
                     check=lambda v: None if len(v) == 2 and v[0] <= v[1] else "must be [lo, hi] with lo <= hi"),
                 Arg("values", FLOATS, None, "Discrete values to draw from instead of a range.", per_sample=True),
@@ -105,6 +105,7 @@ class Uniform(_Distribution):
 
 
 @register("random.normal", devices=("cpu", "gpu"), inputs=(0, 1), aliases=("NormalDistribution",),
+          deprecated_names=("normal_distribution",),
           args=[Arg("mean", FLOAT, 0.0, "Mean.", per_sample=True),
                 Arg("stddev", FLOAT, 1.0, "Standard deviation.", per_sample=True, check=_positive),
                 _SHAPE, Arg("dtype", DTYPE, None, "Output type (FLOAT).",
@@ -131,6 +132,7 @@ class Beta(_Distribution):
 
 
 @register("random.coin_flip", devices=("cpu", "gpu"), inputs=(0, 1), aliases=("CoinFlip",),
+          deprecated_names=("coin_flip",),
           args=[Arg("probability", FLOAT, 0.5, "Probability of a 1.", per_sample=True,
                     check=lambda p: None if 0.0 <= p <= 1.0 else "must be in [0, 1]"),
                 _SHAPE, Arg("dtype", DTYPE, None, "Output type (INT32).",

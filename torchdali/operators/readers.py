@@ -138,7 +138,7 @@ def _parse_file_list(op, path):
 
 
 @register(
-    "readers.file", aliases=("FileReader",), outputs=2,
+    "readers.file", aliases=("FileReader",), outputs=2, deprecated_names=("file_reader",),
     args=[
         Arg("file_root", STR, None, "Folder with one sub-folder per class; the root of relative "
             "paths given by `file_list` or `files`."),

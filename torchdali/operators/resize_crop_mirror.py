@@ -15,7 +15,8 @@ _RESIZE_ARGS = [a for a in Resize.schema.args.values() if a.name not in _COMMON 
 _CROP_ARGS = [a for a in CROP_ARGS if a.name not in ("out_of_bounds_policy", "fill_values")]
 
 
-@register("resize_crop_mirror", devices=("cpu", "gpu"), inputs=(1, 1), args=_RESIZE_ARGS + _CROP_ARGS + [
+@register("resize_crop_mirror", devices=("cpu", "gpu"), inputs=(1, 1),
+          deprecated_names=("fast_resize_crop_mirror",), args=_RESIZE_ARGS + _CROP_ARGS + [
     Arg("rounding", STR, "round", "Crop anchor rounding: 'round' (half away from zero) or 'truncate'.",
         choices=("round", "truncate")),
     Arg("mirror", INT, 0, "Flips of the output: 1 horizontal, 2 vertical, 3 both (bits of a mask).",

@@ -24,7 +24,8 @@ _ROUNDING = {"round": round_half_away, "truncate": lambda v: np.trunc(v).astype(
              "ceil": lambda v: np.ceil(v).astype(np.int64)}
 
 
-@register("tensor_resize", devices=("cpu", "gpu"), inputs=(1, 1), args=[
+@register("tensor_resize", devices=("cpu", "gpu"), inputs=(1, 1), deprecated_names=("experimental.tensor_resize",),
+          args=[
     a for a in RESAMPLING_ARGS if a.name != "dtype"] + [
     Arg("dtype", DTYPE, None, "Output type: the input's or FLOAT."),
     Arg("sizes", FLOATS, None, "Output sizes of the `axes` (0: keep the aspect ratio); not with `scales`.",

@@ -18,7 +18,8 @@ _REVERSE = Arg("reverse_order", BOOL, False, "With an input transform: False app
 
 
 def _center(what):
-    return Arg("center", FLOATS, None, f"The center of the {what}; one value per dimension.", per_sample=True, per_frame=True)
+    return Arg("center", FLOATS, None, f"The center of the {what}; one value per dimension.", per_sample=True,
+               per_frame=True)
 
 
 class _Transform(Operator):
@@ -90,7 +91,7 @@ def homogeneous(affine):
     return m
 
 
-@register("transforms.translation", inputs=(0, 1), args=[
+@register("transforms.translation", inputs=(0, 1), deprecated_names=("transform_translation",), args=[
     Arg("offset", FLOATS, REQUIRED, "The translation vector; its length is the transform's dimensions.",
         per_sample=True, per_frame=True), _REVERSE])
 class Translation(_Transform):
@@ -123,7 +124,8 @@ class Scale(_Transform):
 
 
 @register("transforms.rotation", inputs=(0, 1), args=[
-    Arg("angle", FLOAT, REQUIRED, "The angle, in degrees (counter-clockwise in x, y).", per_sample=True, per_frame=True),
+    Arg("angle", FLOAT, REQUIRED, "The angle, in degrees (counter-clockwise in x, y).", per_sample=True,
+        per_frame=True),
     Arg("axis", FLOATS, None, "3-D only: the axis of rotation (any non-zero length); a 2-D transform "
         "without it.", per_sample=True, per_frame=True),
     _center("rotation"), _REVERSE])

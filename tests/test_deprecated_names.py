@@ -1,0 +1,49 @@
+"""DALI's deprecated fn names (`fn.coin_flip`, `fn.image_decoder`, `fn.experimental.*` of
+operators that left the experimental phase, ...): each calls its operator and warns, with
+DALI's wording, that it is deprecated."""
+import warnings
+
+import pytest
+
+import torchdali
+from torchdali import fn, schema
+
+DEPRECATED = [(path, op.name) for op in schema.all_schemas().values() for path in op.deprecated_names]
+
+
+def resolve(root, path):
+    for part in path.split("."):
+        root = getattr(root, part)
+    return root
+
+
+def test_dali_keeps_the_same_names():
+    dali_fn = pytest.importorskip("nvidia.dali.fn")
+    for path, _ in DEPRECATED:
+        assert callable(resolve(dali_fn, path)), path
+
+
+@pytest.mark.parametrize("path,name", DEPRECATED, ids=[p for p, _ in DEPRECATED])
+def test_warns_and_names_the_operator_to_use(path, name):
+    with pytest.warns(DeprecationWarning, match=rf"`torchdali.fn.{path}` is now deprecated. Use "
+                                                rf"`torchdali.fn.{name}` instead"):
+        try:
+            resolve(fn, path)()
+        except (TypeError, ValueError, RuntimeError):
+            pass  # called without its inputs or arguments: the warning comes first
+    assert f"fn.{name}" in resolve(fn, path).__doc__
+
+
+def test_a_deprecated_name_runs_its_operator():
+    @torchdali.pipeline_def(batch_size=4, num_threads=1, device_id=None, seed=3)
+    def pipe(old):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return (fn.uniform if old else fn.random.uniform)(range=[2.0, 5.0], shape=[3], seed=7)
+
+    outs = []
+    for old in (True, False):
+        p = pipe(old)
+        p.build()
+        outs.append(p.run()[0].as_torch())
+    assert outs[0].shape == (4, 3) and bool((outs[0] >= 2).all()) and outs[0].equal(outs[1])
