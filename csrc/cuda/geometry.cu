@@ -25,8 +25,9 @@ struct FlipDesc {
   geometry::FlipDims d;
 };
 
-// blockIdx.z walks samples, blockIdx.y rows ([outer, H] flattened), x the W * inner
-// elements of a row; consecutive threads write consecutive elements.
+// blockIdx.z walks samples, blockIdx.y rows ([outer, H] flattened), x the W pixels of a row:
+// each thread copies one pixel's `inner` elements (no division per element), so consecutive
+// threads read and write consecutive pixels.
 template <typename T, typename Index>
 __global__ void flip_kernel(const FlipDesc* __restrict__ descs,
                             const uint8_t* __restrict__ hflags,
@@ -38,14 +39,15 @@ __global__ void flip_kernel(const FlipDesc* __restrict__ descs,
     const Index inner = static_cast<Index>(s.d.inner);
     const Index rows = static_cast<Index>(s.d.outer) * h, row_len = w * inner;
     for (Index r = blockIdx.y; r < rows; r += gridDim.y) {
-      const Index o = r / h, y = r % h;
+      const Index o = r / h, y = r - o * h;
       const T* src = static_cast<const T*>(s.src) +
                      int64_t(o * h + geometry::flip_index(y, h, vf)) * row_len;
       T* dst = static_cast<T*>(s.dst) + int64_t(r) * row_len;
-      for (Index e = Index(blockIdx.x) * blockDim.x + threadIdx.x; e < row_len;
-           e += Index(gridDim.x) * blockDim.x) {
-        const Index x = e / inner, c = e - x * inner;
-        dst[e] = src[geometry::flip_index(x, w, hf) * inner + c];
+      for (Index x = Index(blockIdx.x) * blockDim.x + threadIdx.x; x < w;
+           x += Index(gridDim.x) * blockDim.x) {
+        const T* from = src + geometry::flip_index(x, w, hf) * inner;
+        T* to = dst + x * inner;
+        for (Index c = 0; c < inner; ++c) to[c] = from[c];
       }
     }
   }
@@ -63,18 +65,19 @@ void flip_cuda_run(at::TensorList images, const at::Tensor& horizontal,
   outs = a.outs;
   const int64_t n = static_cast<int64_t>(a.images.size());
   std::vector<FlipDesc> descs;
-  int64_t max_rows = 0, max_row_len = 0;
+  int64_t max_rows = 0, max_row_len = 0, max_w = 0;
   for (int64_t i = 0; i < n; ++i) {
     descs.push_back(FlipDesc{a.images[i].const_data_ptr(), a.outs[i].data_ptr(),
                              geometry::flip_dims(a.images[i], height_dim)});
     const geometry::FlipDims& d = descs.back().d;
     max_rows = std::max(max_rows, d.outer * d.h);
     max_row_len = std::max(max_row_len, d.w * d.inner);
+    max_w = std::max(max_w, d.w);
   }
   if (max_rows == 0 || max_row_len == 0) return;
   std::vector<const void*> flags;
   at::Tensor table = upload(descs, {&a.horizontal, &a.vertical}, a.images[0].device(), flags);
-  const dim3 grid(grid_dim(max_row_len, kThreads), grid_dim(max_rows, 1), grid_dim(n, 1));
+  const dim3 grid(grid_dim(max_w, kThreads), grid_dim(max_rows, 1), grid_dim(n, 1));
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   // Indices within a sample: rows, and positions within a row (plus a grid's stride).
   const int64_t max_index = std::max(max_rows + grid.y, max_row_len + int64_t(grid.x) * kThreads);
@@ -126,6 +129,38 @@ __global__ void transpose_kernel(const TransposeDesc* __restrict__ descs, int64_
   }
 }
 
+// Transposes whose plan is two dims, one of them short (HWC <-> CHW: the channels): each
+// thread takes one index of the long dim and loops over the short one, so neither side needs
+// a division per element. Output [a, b] reads the input at a * stride[0] + b * stride[1].
+template <typename T, typename Index>
+__global__ void transpose_short_kernel(const TransposeDesc* __restrict__ descs, int64_t n) {
+  for (int64_t i = blockIdx.y; i < n; i += gridDim.y) {
+    const TransposeDesc& s = descs[i];
+    const T* src = static_cast<const T*>(s.src);
+    T* dst = static_cast<T*>(s.dst);
+    const Index rows = static_cast<Index>(s.plan.shape[0]);
+    const Index cols = static_cast<Index>(s.plan.shape[1]);
+    const Index row_stride = static_cast<Index>(s.plan.src_stride[0]);
+    const Index col_stride = static_cast<Index>(s.plan.src_stride[1]);
+    const bool short_rows = rows <= cols;
+    const Index along = short_rows ? cols : rows, across = short_rows ? rows : cols;
+    for (Index t = Index(blockIdx.x) * blockDim.x + threadIdx.x; t < along;
+         t += Index(gridDim.x) * blockDim.x) {
+      for (Index k = 0; k < across; ++k) {
+        const Index a = short_rows ? k : t, b = short_rows ? t : k;
+        dst[a * cols + b] = src[a * row_stride + b * col_stride];
+      }
+    }
+  }
+}
+
+// The longest dim below which transpose_short_kernel's loop is cheap.
+constexpr int64_t kShortDim = 16;
+
+inline bool short_plan(const geometry::TransposePlan& p) {
+  return p.ndim == 2 && std::min(p.shape[0], p.shape[1]) <= kShortDim;
+}
+
 std::vector<at::Tensor> transpose_cuda(at::TensorList images, at::IntArrayRef perm) {
   TORCH_CHECK_VALUE(!images.empty(), "transpose: `images` must hold at least one sample");
   const c10::cuda::CUDAGuard guard(images[0].device());
@@ -137,24 +172,35 @@ std::vector<at::Tensor> transpose_cuda(at::TensorList images, at::IntArrayRef pe
   const int64_t n = static_cast<int64_t>(ins.size());
   std::vector<at::Tensor> outs;
   std::vector<TransposeDesc> descs;
-  int64_t max_numel = 0;
+  int64_t max_numel = 0, max_long = 0;  // the longest sample; its longest plan dim
+  bool all_short = true;
   for (const at::Tensor& im : ins) {
     outs.push_back(at::empty(geometry::transpose_shape(im, p), im.options()));
     descs.push_back(TransposeDesc{im.const_data_ptr(), outs.back().data_ptr(),
                                   geometry::transpose_plan(im, p)});
+    const geometry::TransposePlan& plan = descs.back().plan;
     max_numel = std::max(max_numel, im.numel());
+    max_long = std::max(max_long, std::max(plan.shape[0], plan.ndim > 1 ? plan.shape[1] : 1));
+    all_short = all_short && short_plan(plan);
   }
   if (max_numel == 0) return outs;
   std::vector<const void*> unused;
   at::Tensor table = upload(descs, {}, ins[0].device(), unused);
-  const dim3 grid(grid_dim(max_numel, kThreads), grid_dim(n, 1));
+  const dim3 grid(grid_dim(all_short ? max_long : max_numel, kThreads), grid_dim(n, 1));
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   // Index math stays below numel + a thread grid's stride.
   const int64_t max_index = max_numel + int64_t(grid.x) * kThreads;
   geometry::dispatch_elem("transpose", ins[0], [&](auto tag) {
     dispatch_index(max_index, [&](auto index) {
-      transpose_kernel<decltype(tag), decltype(index)><<<grid, kThreads, 0, stream>>>(
-          reinterpret_cast<const TransposeDesc*>(table.const_data_ptr()), n);
+      const auto* table_dev =
+          reinterpret_cast<const TransposeDesc*>(table.const_data_ptr());
+      if (all_short) {
+        transpose_short_kernel<decltype(tag), decltype(index)>
+            <<<grid, kThreads, 0, stream>>>(table_dev, n);
+      } else {
+        transpose_kernel<decltype(tag), decltype(index)>
+            <<<grid, kThreads, 0, stream>>>(table_dev, n);
+      }
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
   });
