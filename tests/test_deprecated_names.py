@@ -1,6 +1,7 @@
 """DALI's deprecated fn names (`fn.coin_flip`, `fn.image_decoder`, `fn.experimental.*` of
 operators that left the experimental phase, ...): each calls its operator and warns, with
-DALI's wording, that it is deprecated."""
+DALI's wording, that it is deprecated. And the other names DALI gives an operator
+(`fn.experimental.resize`), which call it without a warning."""
 import warnings
 
 import pytest
@@ -9,6 +10,7 @@ import torchdali
 from torchdali import fn, schema
 
 DEPRECATED = [(path, op.name) for op in schema.all_schemas().values() for path in op.deprecated_names]
+OTHER_NAMES = [(path, op.name) for op in schema.all_schemas().values() for path in op.other_names]
 
 
 def resolve(root, path):
@@ -19,8 +21,15 @@ def resolve(root, path):
 
 def test_dali_keeps_the_same_names():
     dali_fn = pytest.importorskip("nvidia.dali.fn")
-    for path, _ in DEPRECATED:
+    for path, _ in DEPRECATED + OTHER_NAMES:
         assert callable(resolve(dali_fn, path)), path
+
+
+@pytest.mark.parametrize("path,name", OTHER_NAMES, ids=[p for p, _ in OTHER_NAMES])
+def test_other_names_call_the_operator_without_a_warning(path, name):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        assert resolve(fn, path).__doc__ == resolve(fn, name).__doc__
 
 
 @pytest.mark.parametrize("path,name", DEPRECATED, ids=[p for p, _ in DEPRECATED])

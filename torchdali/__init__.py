@@ -8,11 +8,11 @@ from . import ops
 from . import math
 from . import tensor_list as tensors
 from .errors import OperatorError
-from .graph import DataNode
+from .graph import DataNode, newaxis
 from .pipeline import Pipeline, pipeline_def, do_not_convert
 from .pipeline import experimental as _experimental  # noqa: F401  (dali.pipeline.experimental)
 
 __version__ = "0.1.0"
 
-__all__ = ["types", "fn", "ops", "math", "tensors", "DataNode", "Pipeline", "pipeline_def",
+__all__ = ["types", "fn", "ops", "math", "tensors", "DataNode", "newaxis", "Pipeline", "pipeline_def",
            "do_not_convert", "OperatorError"]

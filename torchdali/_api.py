@@ -68,6 +68,9 @@ def populate(fn_module, ops_module):
         for path in op_schema.deprecated_names:
             *modules, name = path.split(".")
             setattr(_submodule(fn_module, modules), name, make_deprecated_fn(op_schema, path))
+        for path in op_schema.other_names:
+            *modules, name = path.split(".")
+            setattr(_submodule(fn_module, modules), name, make_fn(op_schema))
         for class_path in op_schema.class_names:
             *path, cls_name = class_path.split(".")
             setattr(_submodule(ops_module, path), cls_name,

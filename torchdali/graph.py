@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from . import schema as _schema
+from . import types as _types
 from . import _current
 
 _ids = itertools.count()
@@ -40,6 +41,30 @@ def _definition():
     return pipe.definition if pipe is not None else None
 
 
+_MAX_SUBSCRIPTS = 32  # as operators.arithmetic's _tensor_subscript
+
+
+class _NewAxis:
+    """`dali.newaxis` (or `dali.newaxis("C")`, naming the new axis in the layout) in an index:
+    inserts a dimension of extent 1."""
+
+    def __init__(self, name=None):
+        if name is not None and not isinstance(name, str):
+            raise TypeError("newaxis: the axis name must be a single-character string")
+        if name is not None and len(name) != 1:
+            raise ValueError(f"newaxis: the axis name must be a single-character string, got {name!r}")
+        self.name = name
+
+    def __call__(self, name=None):
+        return _NewAxis(name)
+
+    def __repr__(self):
+        return "newaxis" if self.name is None else f"newaxis({self.name!r})"
+
+
+newaxis = _NewAxis()
+
+
 class DataNode:
     """A batch flowing between operators: the output `index` of `source`."""
 
@@ -60,8 +85,13 @@ class DataNode:
         return call_operator("_to_gpu", [self], {"device": "mixed"})
 
     def cpu(self):
-        raise TypeError(f"{self.name}: data cannot move from the GPU back to the CPU inside a pipeline "
-                        "(a CPU operator can't follow a GPU operator); copy outputs with as_cpu()")
+        """This batch on the CPU: itself for CPU data. GPU data can't be moved back to the CPU
+        inside a torchdali pipeline (its executor runs the CPU stage before the GPU stage);
+        copy the outputs with as_cpu() instead."""
+        if self.device == "cpu":
+            return self
+        raise RuntimeError(f"{self.name}: this pipeline doesn't support transition from GPU to CPU "
+                           f"({_describe(self)} is GPU data); copy the pipeline's outputs with as_cpu()")
 
     def shape(self, *, dtype=None, device="cpu", arg_dtype=None):
         """The per-sample shape of this batch, as a new DataNode (int64 unless `dtype`)."""
@@ -76,29 +106,46 @@ class DataNode:
 
     def property(self, key, *, device="cpu"):
         """Metadata of each sample: "source_info" or "layout", as 1D uint8 tensors."""
-        out = call_operator("_property", [self], {"key": key, "device": "cpu" if self.device == "cpu" else "gpu"})
+        out = call_operator("get_property", [self], {"key": key, "device": "cpu" if self.device == "cpu" else "gpu"})
         return out.gpu() if device == "gpu" and out.device == "cpu" else out
 
     meta = property
 
     # --- indexing ---
     def __getitem__(self, index):
-        if not isinstance(index, tuple):
-            index = (index,)
-        spec = []
-        for item in index:
-            if item is Ellipsis or item is None:
-                raise TypeError(f"{self.name}: indexing with {item!r} is not supported")
-            if isinstance(item, slice):
-                for part in (item.start, item.stop, item.step):
-                    if part is not None and not isinstance(part, (int, np.integer)):
-                        raise TypeError(f"{self.name}: slice bounds must be ints, got {part!r}")
-                spec.append(("slice", item.start, item.stop, item.step))
-            elif isinstance(item, (int, np.integer)):
-                spec.append(("index", int(item)))
+        """Per-sample indexing as DALI's: ints (or per-sample DataNode indices) drop a dimension,
+        slices (DataNode bounds allowed) and None keep it, `dali.newaxis` inserts one."""
+        items, arg_inputs, new_axes, names = [], {}, [], []
+
+        def value(v, kind, position):
+            if v is None or isinstance(v, (int, np.integer)):
+                return None if v is None else int(v)
+            if isinstance(v, DataNode):
+                arg_inputs[f"{kind}_{position}"] = v
+                return f"{kind}_{position}"
+            raise TypeError(f"{self.name}: index {v!r} of type {type(v).__name__} is not an int or a slice "
+                            "(nor None, dali.newaxis or a DataNode)")
+
+        for item in index if isinstance(index, tuple) else (index,):
+            if isinstance(item, _NewAxis):
+                new_axes.append(len(items) + len(new_axes) - sum(i[0] == "index" for i in items))
+                names.append(item.name)
+            elif item is Ellipsis:
+                raise NotImplementedError(f"{self.name}: Ellipsis (...) in indexing is not implemented (as in DALI)")
+            elif item is None or isinstance(item, slice):
+                item = item or slice(None)
+                position = len(items)
+                items.append(("slice",) + tuple(value(v, k, position) for v, k in
+                                                ((item.start, "lo"), (item.stop, "hi"), (item.step, "step"))))
             else:
-                raise TypeError(f"{self.name}: index {item!r} is not an int or a slice")
-        return call_operator("_subscript", [self], {"spec": spec})
+                items.append(("index", value(item, "at", len(items))))
+        if len(items) > _MAX_SUBSCRIPTS:
+            raise IndexError(f"{self.name}: at most {_MAX_SUBSCRIPTS} subscripts are supported, got {len(items)}")
+        if any(n is not None for n in names) and any(n is None for n in names):
+            raise ValueError(f"{self.name}: new axis name must be specified for all axes or none")
+        kwargs = {"spec": items, "new_axes": tuple(new_axes),
+                  "new_axis_names": "".join(names) if names and names[0] is not None else None}
+        return call_operator("_tensor_subscript", [self], dict(kwargs, **arg_inputs))
 
     # --- arithmetic ---
     def _binary(self, op, other, reflected=False):
@@ -130,8 +177,14 @@ class DataNode:
     def __ror__(self, o): return self._binary("bitor", o, True)
     def __xor__(self, o): return self._binary("bitxor", o)
     def __rxor__(self, o): return self._binary("bitxor", o, True)
+    def __lshift__(self, o): return self._binary("lshift", o)
+    def __rlshift__(self, o): return self._binary("lshift", o, True)
+    def __rshift__(self, o): return self._binary("rshift", o)
+    def __rrshift__(self, o): return self._binary("rshift", o, True)
     def __neg__(self): return arithmetic("minus", self)
     def __pos__(self): return self
+    def __abs__(self): return arithmetic("abs", self)
+    def __invert__(self): return arithmetic("bitnot", self)
 
     __hash__ = object.__hash__
 
@@ -310,12 +363,28 @@ def topological_order(outputs, sinks=()):
 
 
 def arithmetic(op, *operands):
-    """An elementwise operation over DataNodes and Python scalars (at least one DataNode)."""
+    """An elementwise operation over DataNodes and scalars (Python, NumPy or
+    `types.ScalarConstant`; at least one DataNode)."""
     nodes = [x for x in operands if isinstance(x, DataNode)]
     if not nodes:
         raise TypeError(f"math.{op}: at least one operand must be a DataNode")
-    scalars = tuple((i, x) for i, x in enumerate(operands) if not isinstance(x, DataNode))
-    for _, x in scalars:
-        if not isinstance(x, (int, float, bool, np.generic)):
-            raise TypeError(f"math.{op}: operand {x!r} is neither a DataNode nor a scalar")
+    scalars = tuple((i, _scalar_operand(op, x)) for i, x in enumerate(operands) if not isinstance(x, DataNode))
     return call_operator("_arithmetic", nodes, {"op": op, "scalars": scalars})
+
+
+def _scalar_operand(op, x):
+    """A constant operand as a Python bool or float or a NumPy scalar of its type; Python
+    ints are int32 (an error out of its range), as in DALI."""
+    if isinstance(x, _types.ScalarConstant):
+        if x.dtype == _types.FLOAT16:
+            raise TypeError(f"math.{op}: float16 constants are not supported in arithmetic (as in DALI)")
+        return x.as_numpy()
+    if isinstance(x, int) and not isinstance(x, bool):
+        info = np.iinfo(np.int32)
+        if not info.min <= x <= info.max:
+            raise OverflowError(f"math.{op}: integer constant {x} out of range for int32 "
+                                "(use types.Constant(value, dtype=types.INT64))")
+        return x
+    if isinstance(x, (float, bool, np.generic)):
+        return x
+    raise TypeError(f"math.{op}: operand {x!r} is neither a DataNode nor a scalar")

@@ -8,6 +8,8 @@ only when something asks for samples. Kernels that take a batch whole get it wit
 tensor per sample, which also spares the GIL: a call that drops C++ references to many
 Python-visible tensors retakes the GIL once for each.
 """
+import ctypes
+
 import numpy as np
 import torch
 
@@ -66,6 +68,77 @@ class TensorList:
 
     def layout(self):
         return self._layout
+
+    def ndim(self):
+        """Number of dimensions of the samples (0 for an empty batch)."""
+        return self.sample_shapes().shape[1] if len(self) else 0
+
+    def set_layout(self, layout):
+        """Set the layout (None or "" for none); it must name every dimension."""
+        self._layout = _checked_layout(layout, self.ndim(), "TensorList")
+
+    def reinterpret(self, new_type):
+        """View the data as `new_type` (a DALIDataType of the same element size), in place."""
+        dtype = _reinterpreted(self.dtype, new_type)
+        if self._dense is not None:
+            self._dense = self._dense.view(dtype)
+        if self._flat is not None:
+            self._flat = (self._flat[0].view(dtype), self._flat[1])
+        if self._samples is not None:
+            self._samples = [s.view(dtype) for s in self._samples]
+
+    def reset(self):
+        """Make this an empty batch (no samples, no layout, no type)."""
+        self._dense, self._samples, self._flat = None, [], None
+        self._layout, self.source_info = "", None
+
+    def data_ptr(self):
+        """Address of the first element; the samples must lie back to back in one buffer
+        (0 for an empty batch)."""
+        return _contiguous(self).data_ptr() if len(self) else 0
+
+    def copy_to_external(self, ptr, cuda_stream=None, non_blocking=False, use_copy_kernel=False):
+        """Copy the samples, back to back, to `ptr`: a torch tensor or NumPy array with the
+        same number of bytes, or a raw address (`ctypes.c_void_p` or int) in this batch's
+        memory (host or GPU). GPU copies run on `cuda_stream` (default: the current stream) and
+        wait for it unless `non_blocking`; `use_copy_kernel` is accepted for compatibility."""
+        _copy_out(self.flat()[0], ptr, cuda_stream, non_blocking, "TensorList")
+
+    @classmethod
+    def broadcast(cls, tensor, num_samples):
+        """A batch of `num_samples` samples that are all `tensor` (one shared buffer)."""
+        if int(num_samples) < 0:
+            raise ValueError(f"broadcast: the number of samples must be >= 0, got {num_samples}")
+        layout = tensor.layout() if isinstance(tensor, Tensor) else ""
+        data = to_torch_array(tensor, "broadcast", "tensor")
+        _check_device(cls, data, "broadcast")
+        return cls(data.unsqueeze(0).expand((int(num_samples),) + tuple(data.shape)), layout)
+
+    @classmethod
+    def from_dlpack_list(cls, list_of_objects, layout=None, stream=None, contiguous=False):
+        """A batch of DLPack objects (e.g. torch tensors) of one type and ndim, shared without
+        copies (copied into one buffer with `contiguous=True`)."""
+        samples = []
+        for i, x in enumerate(list_of_objects):
+            if not hasattr(x, "__dlpack__") and type(x).__name__ != "PyCapsule":
+                raise TypeError(f"from_dlpack_list: object at position {i} does not support the DLPack protocol")
+            t = torch.from_dlpack(x) if hasattr(x, "__dlpack__") else torch.utils.dlpack.from_dlpack(x)
+            _check_device(cls, t, "from_dlpack_list")
+            if samples and t.dtype != samples[0].dtype:
+                raise TypeError(f"from_dlpack_list: tensors cannot have different data types; tensor at position {i} "
+                                f"has type {t.dtype}, expected {samples[0].dtype}")
+            if samples and t.dim() != samples[0].dim():
+                raise ValueError(f"from_dlpack_list: tensors must have the same number of dimensions; tensor at "
+                                 f"position {i} has {t.dim()}, expected {samples[0].dim()}")
+            samples.append(t)
+        batch = cls(samples, "")
+        if contiguous and samples:
+            batch = TensorList.from_flat(torch.cat([s.reshape(-1) for s in samples]), batch.sample_shapes(),
+                                         device=cls.device)
+        batch.set_layout(layout)
+        if stream is not None:
+            batch._stream = stream
+        return batch
 
     def shape(self):
         """Per-sample shapes, as lists of ints."""
@@ -214,6 +287,17 @@ class TensorListGPU(TensorList):
     """A batch in GPU memory; `at(i)` gives torch CUDA tensors."""
 
     device = "gpu"
+    _stream = None
+
+    def device_id(self):
+        """The CUDA device the samples live on."""
+        return _device_id(self.buffers())
+
+    @property
+    def stream(self):
+        """The CUDA stream the data is ready on (given to from_dlpack_list), or None: the
+        pipeline's outputs are ready for the consumer's stream when handed over."""
+        return self._stream
 
     def at(self, i):
         return self._views()[i]
@@ -254,6 +338,26 @@ class Tensor:
     def layout(self):
         return self._layout
 
+    def ndim(self):
+        """Number of dimensions of the tensor."""
+        return self._data.dim()
+
+    def set_layout(self, layout):
+        """Set the layout (None or "" for none); it must name every dimension."""
+        self._layout = _checked_layout(layout, self.ndim(), "Tensor")
+
+    def reinterpret(self, new_type):
+        """View the data as `new_type` (a DALIDataType of the same element size), in place."""
+        self._data = self._data.view(_reinterpreted(self.dtype, new_type))
+
+    def data_ptr(self):
+        """Address of the first element."""
+        return self._data.data_ptr()
+
+    def copy_to_external(self, ptr, cuda_stream=None, non_blocking=False, use_copy_kernel=False):
+        """Copy the data to `ptr` (see TensorList.copy_to_external)."""
+        _copy_out(self._data, ptr, cuda_stream, non_blocking, "Tensor")
+
     @property
     def dtype(self):
         return types.to_dali_type(self._data.dtype)
@@ -278,12 +382,131 @@ class TensorCPU(Tensor):
 
 
 class TensorGPU(Tensor):
+    _stream = None
+
+    def device_id(self):
+        """The CUDA device the data lives on."""
+        return _device_id([self._data])
+
+    @property
+    def stream(self):
+        """The CUDA stream the data is ready on, or None (see TensorListGPU.stream)."""
+        return self._stream
+
     def as_cpu(self):
         return TensorCPU(self._data.cpu(), self._layout, self._source_info)
 
     @property
     def __cuda_array_interface__(self):
         return self._data.__cuda_array_interface__
+
+
+def _checked_layout(layout, ndim, what):
+    layout = layout or ""
+    if not isinstance(layout, str):
+        raise TypeError(f"set_layout: the layout must be a string or None, got {type(layout).__name__}")
+    if layout and len(layout) != ndim:
+        raise ValueError(f"set_layout: a non-empty layout must have as many dimensions as the {what}: "
+                         f"got {len(layout)} ({layout}), expected {ndim}")
+    return layout
+
+
+def _reinterpreted(old, new_type):
+    """The torch dtype to view data of DALI type `old` as `new_type`."""
+    if not isinstance(new_type, types.DALIDataType):
+        raise TypeError(f"reinterpret: new_type must be a DALIDataType, got {new_type!r}")
+    dtype = types.to_torch_type(new_type)
+    old_size = types.to_torch_type(old).itemsize if old != types.NO_TYPE else dtype.itemsize
+    if dtype.itemsize != old_size:
+        raise ValueError(f"reinterpret: cannot reinterpret {old} ({old_size} bytes) as {new_type} "
+                         f"({dtype.itemsize} bytes): the element size must not change")
+    return dtype
+
+
+def _contiguous(batch):
+    """The batch's samples as one 1D tensor over its own memory; an error if they are not
+    laid back to back."""
+    flat, _ = batch.held_flat() or (None, None)
+    if flat is None:
+        dense = batch.dense_tensor()
+        if dense is not None and dense.is_contiguous():
+            flat = dense.reshape(-1)
+        elif batch._samples:
+            flat = _back_to_back(batch.as_torch_list())
+    if flat is None:
+        raise RuntimeError("data_ptr: the samples are not contiguous in memory (one buffer, back to back)")
+    return flat
+
+
+def _back_to_back(samples):
+    """One 1D view of samples that lie back to back in one storage, else None."""
+    first = samples[0]
+    offset = first.storage_offset()
+    for s in samples:
+        if not s.is_contiguous() or s.untyped_storage().data_ptr() != first.untyped_storage().data_ptr() \
+                or s.storage_offset() != offset:
+            return None
+        offset += s.numel()
+    return first.new_empty(0).set_(first.untyped_storage(), first.storage_offset(), (offset - first.storage_offset(),))
+
+
+def _copy_out(src, ptr, cuda_stream, non_blocking, what):
+    """Copy `src`'s bytes to `ptr` (tensor, array or raw address)."""
+    src = src.contiguous().reshape(-1)
+    nbytes = src.numel() * src.element_size()
+    if isinstance(ptr, np.ndarray):
+        if not ptr.flags.writeable:
+            raise ValueError("copy_to_external: the destination NumPy array is read-only")
+        ptr = torch.from_numpy(ptr)
+    if isinstance(ptr, ctypes.c_void_p):
+        ptr = ptr.value or 0
+    if isinstance(ptr, torch.Tensor):
+        if not ptr.is_contiguous() or ptr.numel() * ptr.element_size() != nbytes:
+            raise ValueError(f"copy_to_external: the destination must be contiguous and have {nbytes} bytes, "
+                             f"got shape {tuple(ptr.shape)} of {ptr.dtype}")
+        dst = ptr.view(-1).view(torch.uint8) if ptr.element_size() else ptr
+    elif isinstance(ptr, int) and not isinstance(ptr, bool) and ptr:
+        dst = _wrap_address(ptr, nbytes, src.is_cuda, src.device)
+    else:
+        raise TypeError(f"copy_to_external: the destination must be a torch tensor, a writeable NumPy array or a "
+                        f"non-null pointer (ctypes.c_void_p or int), got {type(ptr).__name__}")
+    if dst.is_cuda != src.is_cuda:
+        raise ValueError(f"copy_to_external: a {what} in {'GPU' if src.is_cuda else 'host'} memory copies to "
+                         f"{'GPU' if src.is_cuda else 'host'} memory only")
+    if not nbytes:
+        return
+    source = src.view(torch.uint8)
+    if not src.is_cuda:
+        dst.copy_(source)
+        return
+    from .executor import as_torch_stream
+
+    stream = as_torch_stream(cuda_stream, src.device) or torch.cuda.current_stream(src.device)
+    stream.wait_stream(torch.cuda.current_stream(src.device))
+    with torch.cuda.stream(stream):
+        dst.copy_(source, non_blocking=True)
+    if not non_blocking:
+        stream.synchronize()
+
+
+def _wrap_address(address, nbytes, cuda, device):
+    """A uint8 tensor over `nbytes` of memory at `address` (host, or GPU `device`)."""
+    if not cuda:
+        return torch.frombuffer((ctypes.c_uint8 * nbytes).from_address(address), dtype=torch.uint8)
+
+    class _Memory:
+        __cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (address, False), "version": 2}
+    return torch.as_tensor(_Memory(), device=device)
+
+
+def _check_device(cls, t, where):
+    if t.is_cuda != (cls.device == "gpu"):
+        raise TypeError(f"{where}: {cls.__name__} takes {'GPU' if cls.device == 'gpu' else 'host'} data, "
+                        f"got a tensor on {t.device}")
+
+
+def _device_id(tensors):
+    return next((t.device.index for t in tensors if t.is_cuda), torch.cuda.current_device())
 
 
 def to_torch_samples(data, operator="", arg="data", gather=False):

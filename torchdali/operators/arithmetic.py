@@ -3,12 +3,16 @@
 Types follow DALI: Python ints are int32 and Python floats float32 constants,
 two operands promote as C++ does (uint8 + int16 -> int16), `/` always gives a
 float, `//` and `%` truncate toward zero as in C++ (and `//` of floats is plain
-division), comparisons give bool."""
+division), comparisons give bool; `~`, `<<` and `>>` take integers (`~` of bool is
+logical not).
+
+Also the per-sample indexing behind `DataNode[...]` (`_tensor_subscript`): ints, slices
+and per-sample DataNode indices and bounds, and new axes."""
 import numpy as np
 import torch
 
 from .. import schema
-from ..schema import ANY, STR, Arg, register
+from ..schema import ANY, INT, STR, Arg, register
 from ..tensor_list import TensorList
 from .base import Operator
 
@@ -19,6 +23,7 @@ _BINARY = {
     "min": torch.minimum, "max": torch.maximum, "atan2": torch.atan2,
     "eq": torch.eq, "neq": torch.ne, "lt": torch.lt, "leq": torch.le, "gt": torch.gt, "geq": torch.ge,
     "bitand": torch.bitwise_and, "bitor": torch.bitwise_or, "bitxor": torch.bitwise_xor,
+    "lshift": torch.bitwise_left_shift, "rshift": torch.bitwise_right_shift,
 }
 _UNARY = {
     "minus": torch.neg, "abs": torch.abs, "fabs": torch.abs, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
@@ -27,9 +32,14 @@ _UNARY = {
     "sin": torch.sin, "cos": torch.cos, "tan": torch.tan, "asin": torch.asin, "acos": torch.acos,
     "atan": torch.atan, "sinh": torch.sinh, "cosh": torch.cosh, "tanh": torch.tanh,
     "asinh": torch.asinh, "acosh": torch.acosh, "atanh": torch.atanh,
+    "bitnot": lambda x: torch.logical_not(x) if x.dtype == torch.bool else torch.bitwise_not(x),
 }
 _COMPARE = {"eq", "neq", "lt", "leq", "gt", "geq"}
 _BITWISE = {"bitand", "bitor", "bitxor"}
+_INTEGRAL_ONLY = {"bitnot": "~", "lshift": "<<", "rshift": ">>"}
+_NO_BOOL = {"minus": "-", "abs": "abs"}
+# torch lacks most kernels for these: computed in int64 and cast back (uint64 bits kept as int64)
+_WIDE_UNSIGNED = {torch.uint16: torch.int64, torch.uint32: torch.int64, torch.uint64: torch.int64}
 _FLOAT_RESULT = {"fdiv", "fpow", "atan2", "sqrt", "rsqrt", "cbrt", "exp", "log", "log2", "log10",
                  "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh",
                  "atanh", "floor", "ceil"}
@@ -37,33 +47,64 @@ OPS = sorted(set(_BINARY) | set(_UNARY) | {"clamp"})
 
 
 def constant_tensor(value):
-    """A Python/NumPy scalar as a 0-d tensor of DALI's constant type."""
-    if isinstance(value, (bool, np.bool_)):
+    """A Python/NumPy scalar as a 0-d tensor of DALI's constant type (NumPy scalars keep theirs)."""
+    if isinstance(value, np.generic):
+        return torch.from_numpy(np.asarray(value))
+    if isinstance(value, bool):
         return torch.tensor(bool(value))
     if isinstance(value, int):
         return torch.tensor(value, dtype=torch.int32)
     if isinstance(value, float):
         return torch.tensor(value, dtype=torch.float32)
-    if isinstance(value, np.generic):
-        return torch.from_numpy(np.asarray(value))
     raise TypeError(f"arithmetic: {type(value).__name__} constants are not supported "
                     "(use Python scalars or DataNodes)")
+
+
+def _promote(a, b):
+    """torch's promotion, or NumPy's where torch has none (uint16/32/64 with other types)."""
+    try:
+        return torch.promote_types(a, b)
+    except RuntimeError:
+        names = [str(t).removeprefix("torch.") for t in (a, b)]
+        return getattr(torch, np.promote_types(*names).name)
 
 
 def result_type(op, dtypes):
     """The output dtype of `op` over operands of these dtypes."""
     t = dtypes[0]
     for d in dtypes[1:]:
-        t = torch.promote_types(t, d)
+        t = _promote(t, d)
     if op in _COMPARE:
         return torch.bool
     if op in _BITWISE and t.is_floating_point:
         raise TypeError(f"arithmetic: bitwise '{op}' needs integer or bool operands, got {t}")
+    if op in _INTEGRAL_ONLY and t.is_floating_point:
+        raise TypeError(f"arithmetic: inputs to bitwise operator `{_INTEGRAL_ONLY[op]}` must be of integral type, "
+                        f"got {t}")
+    if op in _NO_BOOL and t == torch.bool:
+        raise TypeError(f"arithmetic: input to arithmetic operator `{_NO_BOOL[op]}` cannot be a boolean; "
+                        "use the bitwise operator `~` or a numeric type")
+    if op in ("lshift", "rshift") and t == torch.bool:
+        return torch.int32
     if op in _FLOAT_RESULT and not t.is_floating_point:
         return torch.float32
-    if op in ("add", "sub", "mul", "minus", "pow", "mod", "div") and t == torch.bool:
-        return torch.int32 if op != "minus" else torch.bool
+    if op in ("add", "sub", "mul", "pow", "mod", "div") and t == torch.bool:
+        return torch.int32
     return t
+
+
+def _unsigned_op(op, operands, dtype):
+    """`op` over wide unsigned operands, in int64 (same bits for ~, <<, -; a logical >>)."""
+    wide = [x.view(torch.int64) if x.dtype == torch.uint64 else x.to(torch.int64) for x in operands]
+    if op == "rshift" and dtype == torch.uint64:
+        x, s = wide
+        high_cleared = torch.bitwise_and(torch.bitwise_right_shift(x, 1), torch.iinfo(torch.int64).max)
+        out = torch.where(s > 0, torch.bitwise_right_shift(high_cleared, (s - 1).clamp(min=0)), x)
+    elif op in _UNARY:
+        out = _UNARY[op](wide[0]) if op != "abs" else wide[0]
+    else:
+        out = _BINARY[op](*wide)
+    return out.view(torch.uint64) if dtype == torch.uint64 else out.to(dtype)
 
 
 @register("_arithmetic", devices=("cpu", "gpu"), inputs=(1, 3), internal=True,
@@ -83,13 +124,18 @@ class Arithmetic(Operator):
         return [self.scalars[p] if p in self.scalars else next(it) for p in range(self.arity)]
 
     def _apply(self, operands):
-        dtype = result_type(self.op, [x.dtype for x in operands])
+        try:
+            dtype = result_type(self.op, [x.dtype for x in operands])
+        except TypeError as e:
+            raise self.error(str(e).removeprefix("arithmetic: "), TypeError) from None
         compute = dtype if self.op not in _COMPARE else None
         if compute is not None:
             operands = [x.to(compute) for x in operands]
         if self.op == "clamp":
             x, lo, hi = operands
             return torch.minimum(torch.maximum(x, lo.to(x.dtype)), hi.to(x.dtype))
+        if dtype in _WIDE_UNSIGNED and self.op not in _COMPARE and self.op != "clamp":
+            return _unsigned_op(self.op, operands, dtype)
         if self.op in _UNARY:
             return _UNARY[self.op](operands[0])
         return _BINARY[self.op](operands[0], operands[1])
@@ -131,3 +177,80 @@ def _one_sample_shape(batches):
         elif len(first) != len(shapes[0]) or (first != shapes[0]).any():
             return False
     return first is not None
+
+
+MAX_SUBSCRIPTS = 32
+_SUBSCRIPT_ARGS = [Arg(f"{kind}_{i}", INT, None, f"Per-sample {what} of subscript {i}.", per_sample=True)
+                   for i in range(MAX_SUBSCRIPTS)
+                   for kind, what in (("at", "index"), ("lo", "slice start"), ("hi", "slice stop"), ("step", "step"))]
+
+
+@register("_tensor_subscript", devices=("cpu", "gpu"), inputs=(1, 1), internal=True,
+          args=[Arg("spec", ANY, schema.REQUIRED, "Subscripts: ('index', at) or ('slice', lo, hi, step); each "
+                    "value an int, None, or the name of the argument input giving it per sample."),
+                Arg("new_axes", ANY, (), "Output positions of the new axes (dali.newaxis)."),
+                Arg("new_axis_names", ANY, None, "Layout names of the new axes, or None.")] + _SUBSCRIPT_ARGS)
+class TensorSubscript(Operator):
+    """Python indexing of every sample as DALI's: an index drops its dimension (negative
+    counts from the end, out of range is an error), a slice keeps it (bounds clamped, any
+    non-zero step), new axes are inserted; the values may differ per sample."""
+
+    def __init__(self, spec):
+        super().__init__(spec)
+        self.items = spec.args["spec"]
+        self.per_sample = any(isinstance(v, str) for item in self.items for v in item[1:])
+
+    def run(self, inputs, args, ctx):
+        batch = inputs[0]
+        layout = self._layout(batch.layout())
+        dense = batch.dense_tensor()
+        if dense is not None and not self.per_sample and len(batch):
+            return [TensorList.make(self._index(dense, args, 0, 1), layout, device=batch.device)]
+        out = [self._index(s, args, i, 0) for i, s in enumerate(batch.as_torch_list())]
+        return [TensorList.make(out, layout, device=batch.device)]
+
+    def _value(self, v, args, i):
+        return int(args.batch(v)[i]) if isinstance(v, str) else v
+
+    def _index(self, t, args, i, lead):
+        """Sample i's subscripts applied to `t` (samples from dimension `lead` on)."""
+        ndim = t.dim() - lead
+        if len(self.items) > ndim:
+            raise self.error(f"too many indices ({len(self.items)}) for a {ndim}D tensor (sample {i})", IndexError,
+                             sample=i)
+        d = lead
+        for axis, item in enumerate(self.items):
+            size = t.shape[d]
+            if item[0] == "index":
+                at = self._value(item[1], args, i)
+                if not -size <= at < size:
+                    raise self.error(f"index {at} is out of range for axis {axis} of length {size} (sample {i})",
+                                     IndexError, sample=i)
+                t = t.select(d, at)
+                continue
+            lo, hi, step = (self._value(v, args, i) for v in item[1:])
+            if step == 0:
+                raise self.error(f"step cannot be zero (axis {axis}, sample {i})", ValueError, sample=i)
+            start, stop, step = slice(lo, hi, step).indices(size)
+            if step > 0:
+                t = t.narrow(d, start, max(stop - start, 0))[(slice(None),) * d + (slice(None, None, step),)]
+            else:
+                t = t.index_select(d, torch.arange(start, stop, step, device=t.device))
+            d += 1
+        for axis in self.spec.args["new_axes"]:
+            t = t.unsqueeze(lead + axis)
+        return t
+
+    def _layout(self, layout):
+        if not layout:
+            return ""
+        dropped = {axis for axis, item in enumerate(self.items) if item[0] == "index"}
+        kept = [c for axis, c in enumerate(layout) if axis not in dropped]
+        names = self.spec.args["new_axis_names"]
+        if not self.spec.args["new_axes"]:
+            return "".join(kept)
+        if names is None:
+            return ""
+        for axis, name in zip(self.spec.args["new_axes"], names):
+            kept.insert(axis, name)
+        return "".join(kept)

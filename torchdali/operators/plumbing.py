@@ -1,5 +1,5 @@
 """Graph plumbing behind DataNode's methods: constants, `.gpu()`, `shape()`,
-`property()` and Python indexing."""
+`property()` (the public `get_property`) and Python indexing."""
 import numpy as np
 import torch
 
@@ -91,10 +91,14 @@ class Shapes(Operator):
         return [TensorList.make(shapes, device=self.spec.device)]
 
 
-@register("_property", devices=("cpu", "gpu"), inputs=(1, 1), internal=True,
-          args=[Arg("key", STR, schema.REQUIRED, "The metadata item.", choices=("source_info", "layout"))])
-class Property(Operator):
-    """Per-sample metadata ("source_info" or "layout") as 1D uint8 tensors."""
+@register("get_property", devices=("cpu", "gpu"), inputs=(1, 1),
+          args=[Arg("key", STR, schema.REQUIRED, "Specifies which property is requested: \"source_info\" (a "
+                    "string-like byte array telling where the sample came from, e.g. the file name, relative to "
+                    "file_root, of a sample read by readers.file; empty where unknown) or \"layout\" (the data "
+                    "layout of the tensor, as a byte array).", choices=("source_info", "layout"))])
+class GetProperty(Operator):
+    """Returns a property of the tensor passed as an input: per-sample metadata as 1D uint8 byte
+    arrays (the type of the output depends on the `key` of the requested property)."""
 
     def run(self, inputs, args, ctx):
         batch = inputs[0]
@@ -108,31 +112,6 @@ class Property(Operator):
         if self.spec.device == "gpu":
             out = [s.to(ctx.cuda_device) for s in out]
         return [TensorList.make(out, device=self.spec.device)]
-
-
-@register("_subscript", devices=("cpu", "gpu"), inputs=(1, 1), internal=True,
-          args=[Arg("spec", ANY, schema.REQUIRED, "Index items: ('index', i) or ('slice', start, stop, step).")])
-class Subscript(Operator):
-    """Python indexing of every sample (ints drop a dimension, slices keep it)."""
-
-    def run(self, inputs, args, ctx):
-        spec = args["spec"]
-        index = tuple(item[1] if item[0] == "index" else slice(*item[1:]) for item in spec)
-        batch = inputs[0]
-        dropped = [i for i, item in enumerate(spec) if item[0] == "index"]
-        layout = batch.layout()
-        if layout:
-            layout = "".join(c for i, c in enumerate(layout) if i not in dropped)
-        out = []
-        for i, s in enumerate(batch.as_torch_list()):
-            if len(spec) > s.dim():
-                raise self.error(f"sample {i} has {s.dim()} dimensions, indexed with {len(spec)}", IndexError)
-            for d, item in enumerate(spec):
-                if item[0] == "index" and not -s.shape[d] <= item[1] < s.shape[d]:
-                    raise self.error(f"index {item[1]} is out of range for dimension {d} of sample {i} "
-                                     f"(size {s.shape[d]})", IndexError)
-            out.append(s[index])
-        return [TensorList.make(out, layout, device=batch.device)]
 
 
 def _torch_type(dtype):

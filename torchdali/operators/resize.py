@@ -154,7 +154,7 @@ RESAMPLING_ARGS = [
 ]
 
 
-@register("resize", devices=("cpu", "gpu"), inputs=(1, 1), aliases=("Resize",),
+@register("resize", devices=("cpu", "gpu"), inputs=(1, 1), aliases=("Resize",), other_names=("experimental.resize",),
           args=RESAMPLING_ARGS + [
               Arg("resize_x", FLOAT, None, "Output width (0 or absent: keep the aspect ratio).", per_sample=True, check=_finite),
               Arg("resize_y", FLOAT, None, "Output height (0 or absent: keep the aspect ratio).", per_sample=True, check=_finite),

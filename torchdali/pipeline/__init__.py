@@ -44,6 +44,8 @@ class Pipeline:
         self._first_run = True
         self._shared = None
         self._api_mode = None
+        self._api_check = True
+        self._setup_ended = False  # iter_setup() raised StopIteration: nothing more is scheduled until reset()
         self._restored = False
         self._iterator_data = None  # what an iterator stored in the checkpoint restored from
         self._next_index = 0  # the iteration the next outputs() returns
@@ -254,7 +256,34 @@ class Pipeline:
         if self._checkpoint_to_restore is not None:
             self._restore(self._checkpoint_to_restore)
 
+    def enable_api_check(self, enable):
+        """Turn on (default) or off the check that run() is not mixed with
+        schedule_run()/share_outputs()/release_outputs() on this pipeline."""
+        self._api_check = bool(enable)
+
+    def iter_setup(self):
+        """A hook called before each iteration is scheduled (run(), schedule_run(), and each
+        iteration that fills the prefetch queue); override it to feed external sources with
+        feed_input(). Raising StopIteration ends the epoch: outputs() raises StopIteration
+        once the iterations already scheduled are returned. Deprecated in DALI in favour of
+        external_source's `source`."""
+
+    def _schedule_one(self):
+        """iter_setup(), then one iteration scheduled; False once iter_setup ended the epoch."""
+        if self._setup_ended:
+            return False
+        try:
+            self.iter_setup()
+        except StopIteration as e:
+            self._setup_ended = True
+            self._stopped = self._stopped or Halt(e)
+            return False
+        self._runner.schedule()
+        return True
+
     def _check_mode(self, mode):
+        if not self._api_check:
+            return
         if self._api_mode is None:
             self._api_mode = mode
         elif self._api_mode != mode:
@@ -271,9 +300,10 @@ class Pipeline:
             depth = (self.config.cpu_queue + self.config.gpu_queue if self.exec_separated else self.config.cpu_queue) \
                 if self.config.exec_pipelined else 1
             for _ in range(depth):
-                self._runner.schedule()
+                if not self._schedule_one():
+                    break
         else:
-            self._runner.schedule()
+            self._schedule_one()
 
     def _next(self, cuda_stream):
         if self._stopped is not None and self._runner.undelivered() == 0:
@@ -331,6 +361,7 @@ class Pipeline:
         if not self._built or self._stopped is None:
             return
         self._stopped = None
+        self._setup_ended = False
         self._runner.clear()
         self._executor.reset()
         self._next_index = self._executor.iteration
