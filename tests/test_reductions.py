@@ -66,7 +66,7 @@ def term_bound(sample, op, mean=None):
     DALI's integer squares wrap) or (x - mean)^2."""
     peak = float(np.abs(sample.astype(np.float64)).max()) if sample.size else 0.0
     if op in SPREADS:
-        return (peak + float(np.abs(mean).max())) ** 2
+        return (peak + float(np.abs(mean).max(initial=0.0))) ** 2
     return min(peak * peak, 2.0 ** 63) if op in ("mean_square", "rms") else peak
 
 
