@@ -11,7 +11,8 @@ from torchdali.operators import decoders
 
 from conftest import dali_or_skip
 
-VALUES = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 300.2, -300.0, 127.49, np.nan], np.float32)
+VALUES = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 300.2, -300.0, 127.49, 0.4, -0.2, 1e30, -1e30, np.nan],
+                  np.float32)
 
 
 def cast_values(lib, dtype):
@@ -25,15 +26,18 @@ def cast_values(lib, dtype):
 
 
 @pytest.mark.parametrize("dtype,expected", [
-    (types.UINT8, [1, 2, 3, 0, 0, 0, 255, 0, 127, 0]),
-    (types.INT8, [1, 2, 3, -1, -2, -3, 127, -128, 127, 0]),
-    (types.INT32, [1, 2, 3, -1, -2, -3, 300, -300, 127, 0]),
+    (types.UINT8, [1, 2, 3, 0, 0, 0, 255, 0, 127, 0, 0, 255, 0, 0]),
+    (types.INT8, [1, 2, 3, -1, -2, -3, 127, -128, 127, 0, 0, 127, -128, 0]),
+    (types.INT32, [1, 2, 3, -1, -2, -3, 300, -300, 127, 0, 0, 2 ** 31 - 1, -2 ** 31, 0]),
+    (types.INT64, [1, 2, 3, -1, -2, -3, 300, -300, 127, 0, 0, 2 ** 63 - 1, -2 ** 63, 0]),
+    # a float becomes a bool after rounding: 0.4 is False, NaN True
+    (types.BOOL, [True, True, True, True, True, True, True, True, True, False, False, True, True, True]),
 ])
 def test_cast_rounds_half_away_and_saturates(dtype, expected):
     assert cast_values(torchdali, dtype).tolist() == expected
 
 
-@pytest.mark.parametrize("dtype", [types.UINT8, types.INT8, types.INT16, types.FLOAT16])
+@pytest.mark.parametrize("dtype", [types.UINT8, types.INT8, types.INT16, types.INT64, types.BOOL, types.FLOAT16])
 def test_cast_matches_dali(dtype):
     nvidia_dali = dali_or_skip()
     import nvidia.dali.fn  # noqa: F401

@@ -108,11 +108,11 @@ class _ConstantValue(Operator):
         if dense and values is not None:
             index = self._index(tuple(shapes[0].tolist()), tuple(fill_shapes[0].tolist()), 0)
             out = values.reshape(len(values), -1)[:, index].reshape((len(values),) + tuple(shapes[0].tolist()))
-            return _converted(out, dtype)
+            return convert_saturate(out, dtype)
         out = []
         for i, (shape, value) in enumerate(zip(shapes.tolist(), fill.as_torch_list())):
             index = self._index(tuple(shape), tuple(value.shape), i)
-            out.append(_converted(value.reshape(-1)[index].reshape(shape), dtype))
+            out.append(convert_saturate(value.reshape(-1)[index].reshape(shape), dtype))
         return out
 
     def _index(self, shape, fill_shape, i):
@@ -120,14 +120,6 @@ class _ConstantValue(Operator):
             return _broadcast_index(shape, fill_shape)
         except ValueError as e:
             raise self.error(f"sample {i}: {e}", ValueError, sample=i) from None
-
-
-def _converted(x, dtype):
-    """`x` as `dtype`, rounded and saturated as DALI converts (a float becomes a bool after rounding:
-    0.4 is False, NaN True)."""
-    if dtype == torch.bool and x.is_floating_point():
-        return torch.where(x >= 0, torch.floor(x + 0.5), torch.ceil(x - 0.5)) != 0
-    return convert_saturate(x, dtype)
 
 
 @functools.lru_cache(maxsize=256)
@@ -338,7 +330,7 @@ class CastLike(Operator):
             flat, shapes = batch.flat()
         except ValueError as e:  # samples of different ndim
             raise self.error(str(e), ValueError) from None
-        out = _converted(flat, types.to_torch_type(like.dtype))
+        out = convert_saturate(flat, types.to_torch_type(like.dtype))
         return [TensorList.from_flat(out, shapes, batch.layout(), device=batch.device)]
 
 

@@ -9,14 +9,19 @@ from .base import BatchSpec, Operator
 
 def convert_saturate(x, dtype):
     """DALI's ConvertSat: floats to integers round half away from zero and clamp to
-    the type's range; NaN becomes 0."""
+    the type's range; NaN becomes 0. Floats become bools after rounding (0.4 is False, NaN
+    True)."""
     if x.dtype == dtype:
         return x
-    if x.is_floating_point() and not dtype.is_floating_point and dtype != torch.bool:
+    if x.is_floating_point() and dtype == torch.bool:
+        return torch.where(x >= 0, torch.floor(x + 0.5), torch.ceil(x - 0.5)) != 0
+    if x.is_floating_point() and not dtype.is_floating_point:
         info = torch.iinfo(dtype)
         x = torch.nan_to_num(x.double(), nan=0.0)
-        x = torch.where(x >= 0, torch.floor(x + 0.5), torch.ceil(x - 0.5))
-        return x.clamp(info.min, info.max).to(dtype)
+        x = torch.where(x >= 0, torch.floor(x + 0.5), torch.ceil(x - 0.5)).clamp(info.min, info.max)
+        if dtype == torch.int64:  # int64's maximum is 2^63 as a double, one past the type's range
+            return torch.where(x >= 2.0 ** 63, info.max, x.to(dtype))
+        return x.to(dtype)
     if not x.is_floating_point() and not dtype.is_floating_point and dtype != torch.bool and x.dtype != torch.bool:
         info = torch.iinfo(dtype)
         return x.to(torch.int64).clamp(info.min, info.max).to(dtype) if dtype != torch.uint64 else x.to(dtype)
