@@ -222,7 +222,8 @@ def test_bad_mode_and_layout():
         run(torchdali, dict(size=(3, 3), mode="bogus"))
     volumes = [np.zeros((2, 3, 4, 1), np.uint8)]  # DHWC and CDHW volumes are resized: tests/test_resize_volumes.py
     with pytest.raises(ValueError, match="resize.*layout 'HWCD' is not supported; give HWC or CHW images, FHWC or "
-                                         "FCHW sequences, or DHWC or CDHW volumes"):
+                                         "FCHW sequences, DHWC or CDHW volumes, or FDHWC or FCDHW sequences of "
+                                         "volumes"):
         run(torchdali, dict(size=(3, 3)), volumes, layout="HWCD")
 
 
