@@ -4,12 +4,13 @@ DALI's wording, that it is deprecated. And the other names DALI gives an operato
 (`fn.experimental.resize`), which call it without a warning."""
 import warnings
 
+import numpy as np
 import pytest
 
 import torchdali
 from torchdali import fn, schema
 
-DEPRECATED = [(path, op.name) for op in schema.all_schemas().values() for path in op.deprecated_names]
+DEPRECATED = [(path, op.replacement) for op in schema.all_schemas().values() for path in op.deprecated_names]
 OTHER_NAMES = [(path, op.name) for op in schema.all_schemas().values() for path in op.other_names]
 
 
@@ -32,15 +33,30 @@ def test_other_names_call_the_operator_without_a_warning(path, name):
         assert resolve(fn, path).__doc__ == resolve(fn, name).__doc__
 
 
-@pytest.mark.parametrize("path,name", DEPRECATED, ids=[p for p, _ in DEPRECATED])
-def test_warns_and_names_the_operator_to_use(path, name):
+@pytest.mark.parametrize("path,replacement", DEPRECATED, ids=[p for p, _ in DEPRECATED])
+def test_warns_and_names_what_to_use(path, replacement):
     with pytest.warns(DeprecationWarning, match=rf"`torchdali.fn.{path}` is now deprecated. Use "
-                                                rf"`torchdali.fn.{name}` instead"):
+                                                rf"`{replacement}` instead"):
         try:
             resolve(fn, path)()
         except (TypeError, ValueError, RuntimeError):
             pass  # called without its inputs or arguments: the warning comes first
-    assert f"fn.{name}" in resolve(fn, path).__doc__
+    assert replacement in resolve(fn, path).__doc__
+
+
+def test_shapes_is_the_shape_method():
+    @torchdali.pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def pipe():
+        x = fn.external_source(lambda: [np.zeros((3, 4, 2), np.uint8), np.zeros((5, 1, 2), np.uint8)])
+        with pytest.warns(DeprecationWarning):
+            old = fn.shapes(x, dtype=torchdali.types.INT32)
+        return old, x.shape(dtype=torchdali.types.INT32)
+
+    p = pipe()
+    p.build()
+    old, new = p.run()
+    assert [list(s) for s in old.as_torch_list()] == [[3, 4, 2], [5, 1, 2]]
+    assert all(a.equal(b) for a, b in zip(old.as_torch_list(), new.as_torch_list()))
 
 
 def test_a_deprecated_name_runs_its_operator():

@@ -18,11 +18,11 @@ def make_fn(op_schema):
 def make_deprecated_fn(op_schema, path):
     """fn.<path>: the operator under a name DALI keeps for compatibility, with DALI's warning."""
     def op(*inputs, **kwargs):
-        warnings.warn(f"WARNING: `torchdali.fn.{path}` is now deprecated. Use `torchdali.fn.{op_schema.name}` "
-                      "instead.", DeprecationWarning, stacklevel=2)
+        warnings.warn(f"WARNING: `torchdali.fn.{path}` is now deprecated. Use `{op_schema.replacement}` instead.",
+                      DeprecationWarning, stacklevel=2)
         return call_operator(op_schema.name, inputs, kwargs)
     op.__name__ = op.__qualname__ = path.rsplit(".", 1)[-1]
-    op.__doc__ = f"Deprecated name of `fn.{op_schema.name}`.\n\n" + op_schema.docstring()
+    op.__doc__ = f"Deprecated: use `{op_schema.replacement}`.\n\n" + op_schema.docstring()
     return op
 
 
@@ -61,13 +61,13 @@ def _submodule(root, path):
 def populate(fn_module, ops_module):
     """Fill `fn_module` and `ops_module` with every public registered operator."""
     for op_schema in _schema.all_schemas().values():
+        for path in op_schema.deprecated_names:
+            *modules, name = path.split(".")
+            setattr(_submodule(fn_module, modules), name, make_deprecated_fn(op_schema, path))
         if op_schema.internal:
             continue
         target = _submodule(fn_module, op_schema.module_path)
         setattr(target, op_schema.fn_name, make_fn(op_schema))
-        for path in op_schema.deprecated_names:
-            *modules, name = path.split(".")
-            setattr(_submodule(fn_module, modules), name, make_deprecated_fn(op_schema, path))
         for path in op_schema.other_names:
             *modules, name = path.split(".")
             setattr(_submodule(fn_module, modules), name, make_fn(op_schema))

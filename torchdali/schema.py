@@ -158,8 +158,16 @@ class OpSchema:
     # Further fn paths of the operator (DALI's deprecated names, e.g. "coin_flip" for
     # "random.coin_flip"): a call through one warns that it is deprecated.
     deprecated_names: Tuple[str, ...] = ()
+    # What the deprecation warning says to use instead, under torchdali (the operator's fn path
+    # when None; e.g. "pipeline.DataNode.shape" for fn.shapes, whose operator is internal).
+    deprecated_use: Optional[str] = None
     other_names: Tuple[str, ...] = ()  # further fn paths DALI gives the same operator (no warning)
     positional_args: Tuple[str, ...] = ()  # arguments that may be given positionally after the inputs
+
+    @property
+    def replacement(self):
+        """What to use instead of a deprecated name of this operator, as a torchdali path."""
+        return f"torchdali.{self.deprecated_use}" if self.deprecated_use else f"torchdali.fn.{self.name}"
 
     @property
     def fn_name(self):
@@ -247,7 +255,7 @@ _REGISTRY: Dict[str, OpSchema] = {}
 
 def register(name, *, devices=("cpu",), args=(), inputs=(0, 0), outputs=1, aliases=(),
              side_effects=False, input_names=(), internal=False, deprecated_args=None,
-             common_args=True, positional_args=(), deprecated_names=(), other_names=()):
+             common_args=True, positional_args=(), deprecated_names=(), other_names=(), deprecated_use=None):
     """Class decorator declaring an operator implementation under DALI's `name`."""
     def wrap(impl):
         all_args = {a.name: a for a in (COMMON_ARGS if common_args else ()) + tuple(args)}
@@ -260,7 +268,8 @@ def register(name, *, devices=("cpu",), args=(), inputs=(0, 0), outputs=1, alias
             doc=inspect.getdoc(impl) or "", class_names=class_names,
             side_effects=side_effects, input_names=tuple(input_names), internal=internal,
             deprecated_args=dict(deprecated_args or {}), positional_args=tuple(positional_args),
-            deprecated_names=tuple(deprecated_names), other_names=tuple(other_names))
+            deprecated_names=tuple(deprecated_names), other_names=tuple(other_names),
+            deprecated_use=deprecated_use)
         if name in _REGISTRY:
             raise RuntimeError(f"operator {name} registered twice")
         _REGISTRY[name] = schema

@@ -69,7 +69,8 @@ def _upload(batch, device):
     return TensorList.from_flat(staged.to(device, non_blocking=True), shapes.numpy(), **same)
 
 
-@register("_shapes", devices=("cpu", "gpu"), inputs=(1, 1), internal=True,
+@register("_shapes", devices=("cpu", "gpu"), inputs=(1, 1), internal=True, deprecated_names=("shapes",),
+          deprecated_use="pipeline.DataNode.shape",
           args=[Arg("dtype", DTYPE, None, "Type of the shape values (default INT64).")])
 class Shapes(Operator):
     """The shape of each sample as a 1D tensor: one [N, ndim] batch (the samples' ndim
