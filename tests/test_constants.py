@@ -1,4 +1,4 @@
-"""full/ones/zeros (and *_like), one_hot, cast_like, copy, get_property and peek_image_shape,
+"""constant, full/ones/zeros (and *_like), one_hot, cast_like, copy, get_property and peek_image_shape,
 compared with DALI on the CPU."""
 import io
 import os
@@ -142,6 +142,79 @@ def test_constant_value_errors():
     # DALI never finishes filling a non-empty output from an empty fill value; we refuse it.
     with pytest.raises(ValueError, match="full.*fill value is empty"):
         outputs(torchdali, lambda lib, src: lib.fn.full(np.zeros(0, np.int16)))
+
+
+# --- constant --------------------------------------------------------------------------
+
+_INTEGER_TYPES = [types.UINT8, types.INT8, types.UINT16, types.INT16, types.UINT32, types.INT32, types.UINT64,
+                  types.INT64]
+_ALL_CONSTANT_TYPES = _INTEGER_TYPES + [types.FLOAT16, types.FLOAT, types.BOOL]
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(idata=5), dict(fdata=2.5), dict(idata=[1, 2, 3]), dict(fdata=[1.5, -2]), dict(idata=5, shape=[2, 3]),
+    dict(idata=list(range(6)), shape=[2, 3]), dict(idata=[7], shape=[3, 1, 2]), dict(idata=5, shape=[]),
+    dict(fdata=-0.25, shape=[]), dict(idata=5, shape=[0]), dict(idata=[5], shape=[2, 0]), dict(idata=[], shape=[0]),
+    dict(fdata=[]), dict(idata=[1, 2, 3], shape=[1, 3, 1]), dict(idata=9, shape=4), dict(idata=[1, 2], layout="H"),
+    dict(fdata=list(np.linspace(-3, 3, 30)), shape=[5, 3, 2], layout="HWC"), dict(idata=[1, 2], layout=""),
+    dict(idata=[1, 2, 3, 4, 5, 6], shape=[3, 2], layout="XY", dtype=types.UINT16),
+    dict(fdata=[True, 1.5]), dict(fdata=3), dict(idata=True), dict(idata=[2.7, -2.7, 1.0]),
+    dict(idata=[2 ** 31, -2 ** 40]), dict(fdata=[1e40, -1e40, 0.1])])
+def test_constant_matches_dali(kwargs):
+    out = assert_same_as_dali(lambda lib, src: lib.fn.constant(**kwargs))
+    assert all(np.array_equal(sample, out[0][0][0]) for sample in out[0][0])
+
+
+@pytest.mark.parametrize("dtype", _ALL_CONSTANT_TYPES)
+def test_constant_converts_float_data_as_dali(dtype):
+    fdata = [np.nan, np.inf, -np.inf, 0.5, -0.5, 1.5, 2.5, -1.5, -2.5, 0.49999997, 1e30, -1e30, 1.8e19, 9.3e18,
+             3e9, -3e9, 70000.7, 255.5, -128.5, 0.1]
+    assert_same_as_dali(lambda lib, src: lib.fn.constant(fdata=fdata, dtype=dtype, shape=[4, 5], layout="AB"))
+
+
+@pytest.mark.parametrize("dtype", _ALL_CONSTANT_TYPES)
+def test_constant_converts_integer_data_as_dali(dtype):
+    idata = [-2 ** 63, 2 ** 63 - 1, -1, 0, 1, 2 ** 31, -2 ** 31 - 1, 65539, 2 ** 40 + 1, 255, 256, -129]
+    assert_same_as_dali(lambda lib, src: (lib.fn.constant(idata=idata, dtype=dtype),
+                                          lib.fn.constant(idata=-3, dtype=dtype, shape=[2, 2])))
+
+
+@pytest.mark.parametrize("batch_size", [1, 5])
+def test_constant_is_the_same_every_iteration(batch_size):
+    dali = dali_or_skip()
+
+    def pipe(lib):
+        @lib.pipeline_def(batch_size=batch_size, num_threads=1, device_id=None)
+        def definition():
+            return lib.ops.Constant(fdata=[0.5, 1.5, 2.5], dtype=types.INT32, shape=[3, 1], layout="HW")()
+
+        p = definition()
+        p.build()
+        return [(as_numpy_batch(p.run()[0]), "") for _ in range(3)]
+
+    ours, theirs = pipe(torchdali), pipe(dali)
+    for (got, _), (expected, _) in zip(ours, theirs):
+        assert_batches_equal(got, expected)
+    assert len(ours[0][0]) == batch_size
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(idata=1, fdata=1.0), "constant.*mutually exclusive"),
+    (dict(), "constant.*either 'fdata' or 'idata'"),
+    (dict(idata=[1, 2, 3], shape=[2, 3]), r"constant.*idata has 3 values.*shape \[2, 3\] \(6 elements\)"),
+    (dict(fdata=[1.5, 2.5], shape=[3]), "constant.*fdata has 2 values"),
+    (dict(idata=[1, 2, 3], shape=[]), "constant.*idata has 3 values"),
+    (dict(idata=[], shape=[]), "constant.*idata has 0 values"),
+    (dict(fdata=[], shape=[3]), "constant.*fdata has 0 values"),
+    (dict(idata=[1, 2], layout="HW"), "constant.*layout 'HW' has 2 dimensions.*has 1"),
+    (dict(idata=5, shape=[2, 2], layout="HWC"), "constant.*layout 'HWC'"),
+    (dict(idata=5, shape=[2, -1]), "constant.*must not be negative"),
+    (dict(idata=[1, 2], shape=[-1]), "constant.*must not be negative"),
+    (dict(fdata=1.5, dtype=types.FLOAT64), "constant.*dtype.*not one of"),
+    (dict(idata=1, dtype=types.STRING), "constant.*dtype.*not one of"),
+    (dict(idata=[2 ** 63]), "constant.*does not fit in a 64-bit integer")])
+def test_constant_errors(kwargs, message):
+    assert_both_refuse(lambda lib, src: lib.fn.constant(**kwargs), message)
 
 
 # --- one_hot ---------------------------------------------------------------------------
@@ -355,3 +428,17 @@ def test_gpu_variants_match_the_cpu():
                                                               outputs(torchdali, graph)):
         assert_batches_equal(got, expected)
         assert got_layout == expected_layout
+
+
+@requires_cuda
+@pytest.mark.parametrize("kwargs", [dict(fdata=[np.nan, 2.5, -1e30, 0.5], dtype=types.INT32, shape=[2, 2], layout="HW"),
+                                    dict(idata=[-1, 300], dtype=types.UINT8), dict(fdata=0.1, dtype=types.FLOAT16),
+                                    dict(idata=7, shape=[])])
+def test_constant_gpu_matches_the_cpu(kwargs):
+    def graph(device):
+        return lambda lib, src: lib.fn.constant(device=device, **kwargs)
+
+    (got, got_layout), = outputs(torchdali, graph("gpu"), device="gpu")
+    (expected, expected_layout), = outputs(torchdali, graph("cpu"))
+    assert_batches_equal(got, expected)
+    assert got_layout == expected_layout

@@ -261,7 +261,6 @@ def test_scalar_constant_object_matches_dali():
         run_graph(torchdali, lambda x: x + types.Constant(1.5, types.FLOAT16), U8, layout="")
 
 
-@pytest.mark.skipif(not hasattr(torchdali.fn, "constant"), reason="fn.constant is not available yet")
 @pytest.mark.parametrize("build", [
     lambda C, T: (lambda x: x + C([1, 2, 3])),
     lambda C, T: (lambda x: x + C(5, device="cpu")),

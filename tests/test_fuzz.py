@@ -112,11 +112,12 @@ NOT_IMAGE_OPERATORS = {"external_source", "python_function", "torch_python_funct
                        "bb_flip", "bbox_paste", "box_encoder", "random_bbox_crop", "bbox_rotate",  # boxes
                        "roi_random_crop", "random_crop_generator",  # shapes in, windows out: their own tests
                        "per_frame",  # a layout marker: tests/test_per_frame.py
-                       "full", "ones", "zeros", "batch_permutation",  # no inputs
+                       "full", "ones", "zeros", "constant", "batch_permutation",  # no inputs
                        "full_like", "cast_like", "filter",  # two inputs: their own tests
                        "peek_image_shape",  # encoded bytes
                        "element_extract", "sequence_rearrange",  # sequences
-                       "debayer"}  # one-channel Bayer images of even extents
+                       "debayer",  # one-channel Bayer images of even extents
+                       "dump_image"}  # writes files into the working directory: tests/test_dump.py
 NOT_FUZZED_HERE = {  # torch ops: the GPU decoder's (CUDA only) and the thread count read-out
     "decode_jpegs", "decode_jpegs_start", "decode_jpegs_finish", "jpeg_hardware_decoder", "cpu_threads"}
 

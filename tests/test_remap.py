@@ -166,3 +166,136 @@ def test_gpu_matches_cpu(op, kwargs):
     gpu, _ = run_op(torchdali, op, ims, device="gpu", **kwargs)
     for c, g in zip(cpu, gpu):
         assert np.abs(c.astype(int) - g).max() <= 1
+
+
+def remap_reference(image, mapx, mapy, interp, pixel_origin):
+    """DALI's documented remap, in NumPy: output(x, y) = input(mapx(x, y), mapy(x, y)); with 'corner' origin a map
+    value v lies v - 0.5 pixel centres from the first pixel's centre (DALI shifts the maps by -0.5 before its
+    centre-based kernel); NN takes the pixel under the point, LINEAR interpolates the 4 nearest centres; pixels
+    outside the image read 0; integers rounded half away from zero and saturated."""
+    h, w, c = image.shape
+    shift = 0.5 if pixel_origin == "corner" else 0.0
+    x = mapx.astype(np.float64) - shift
+    y = mapy.astype(np.float64) - shift
+    src = image.astype(np.float64)
+
+    def tap(xi, yi):
+        inside = (xi >= 0) & (xi < w) & (yi >= 0) & (yi < h)
+        return np.where(inside[..., None], src[np.clip(yi, 0, h - 1), np.clip(xi, 0, w - 1)], 0.0)
+
+    if interp == types.INTERP_NN:
+        out = tap(np.floor(x + 0.5).astype(np.int64), np.floor(y + 0.5).astype(np.int64))
+    else:
+        x0, y0 = np.floor(x), np.floor(y)
+        fx, fy = (x - x0)[..., None], (y - y0)[..., None]
+        x0, y0 = x0.astype(np.int64), y0.astype(np.int64)
+        out = ((tap(x0, y0) * (1 - fx) + tap(x0 + 1, y0) * fx) * (1 - fy)
+               + (tap(x0, y0 + 1) * (1 - fx) + tap(x0 + 1, y0 + 1) * fx) * fy)
+    if np.issubdtype(image.dtype, np.integer):
+        info = np.iinfo(image.dtype)
+        out = np.clip(np.sign(out) * np.floor(np.abs(out) + 0.5), info.min, info.max)
+    return out.astype(image.dtype)
+
+
+def random_maps(rng, h, w, lead=()):
+    """Maps reaching a bit outside the image, with exact pixel edges and centres among them."""
+    mapx = rng.uniform(-2, w + 2, lead + (h, w)).astype(np.float32)
+    mapy = rng.uniform(-2, h + 2, lead + (h, w)).astype(np.float32)
+    mapx.flat[:3] = [0.0, 0.5, w]
+    mapy.flat[:3] = [0.5, 0.0, h]
+    return mapx, mapy
+
+
+def run_remap(lib, ims, mapx, mapy, layout="HWC", map_layout="", device="cpu", **kwargs):
+    """One iteration of lib.fn.experimental.remap; (outputs as NumPy, layout)."""
+    @lib.pipeline_def(batch_size=len(ims), num_threads=2, device_id=None if device == "cpu" else 0, seed=1)
+    def pipe():
+        x, mx, my = (lib.fn.external_source(constant_source([np.ascontiguousarray(a) for a in v]), layout=lay)
+                     for v, lay in ((ims, layout), (mapx, map_layout), (mapy, map_layout)))
+        if device == "gpu":
+            x, mx, my = x.gpu(), mx.gpu(), my.gpu()
+        return lib.fn.experimental.remap(x, mx, my, **kwargs)
+
+    p = pipe()
+    p.build()
+    out = p.run()[0]
+    return as_numpy_batch(out), out.layout()
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.uint16, np.float32])
+@pytest.mark.parametrize("interp", [types.INTERP_NN, types.INTERP_LINEAR])
+@pytest.mark.parametrize("origin", ["corner", "center"])
+@pytest.mark.parametrize("sizes,c", [([(13, 17), (13, 17)], 3), ([(13, 17), (8, 5), (1, 1), (2, 9)], 1)])
+def test_remap_matches_reference(dtype, interp, origin, sizes, c):
+    rng = np.random.default_rng(3)
+    ims = images(sizes, dtype, c=c)
+    maps = [random_maps(rng, h, w) for h, w in sizes]
+    mapx, mapy = [m[0] for m in maps], [m[1] for m in maps]
+    # HW maps, and HWC maps of one channel
+    mapy = [m[..., None] for m in mapy] if c == 1 else mapy
+    got, layout = run_remap(torchdali, ims, mapx, mapy, interp=interp, pixel_origin=origin)
+    assert layout == "HWC"
+    for g, im, mx, my in zip(got, ims, mapx, mapy):
+        expected = remap_reference(im, mx, my.reshape(mx.shape), interp, origin)
+        assert g.shape == im.shape and g.dtype == im.dtype
+        np.testing.assert_allclose(g.astype(np.float64), expected.astype(np.float64), rtol=0,
+                                   atol=1e-4 if dtype == np.float32 else 0)
+
+
+def test_remap_identity_and_shift():
+    ims = images([(7, 9)], np.uint8)
+    gy, gx = np.mgrid[0:7, 0:9].astype(np.float32)
+    same, _ = run_remap(torchdali, ims, [gx + 0.5], [gy + 0.5])
+    np.testing.assert_array_equal(same[0], ims[0])
+    centre, _ = run_remap(torchdali, ims, [gx], [gy], pixel_origin="center", interp=types.INTERP_NN)
+    np.testing.assert_array_equal(centre[0], ims[0])
+    left, _ = run_remap(torchdali, ims, [gx + 1.5], [gy + 0.5])
+    np.testing.assert_array_equal(left[0][:, :-1], ims[0][:, 1:])
+    assert not left[0][:, -1].any()
+
+
+def test_remap_sequences():
+    rng = np.random.default_rng(5)
+    seqs = [(rng.random((f, 6, 7, 3)) * 255).astype(np.uint8) for f in (2, 3)]
+    per_frame = [random_maps(rng, 6, 7, (f,)) for f in (2, 3)]
+    got, layout = run_remap(torchdali, seqs, [m[0] for m in per_frame], [m[1] for m in per_frame], layout="FHWC",
+                            map_layout="FHW")
+    assert layout == "FHWC"
+    for g, s, (mx, my) in zip(got, seqs, per_frame):
+        expected = np.stack([remap_reference(f, x, y, types.INTERP_LINEAR, "corner") for f, x, y in zip(s, mx, my)])
+        np.testing.assert_array_equal(g, expected)
+    one = [random_maps(rng, 6, 7) for _ in seqs]  # one map for every frame
+    got, _ = run_remap(torchdali, seqs, [m[0] for m in one], [m[1] for m in one], layout="FHWC", map_layout="HW")
+    for g, s, (mx, my) in zip(got, seqs, one):
+        np.testing.assert_array_equal(g, np.stack([remap_reference(f, mx, my, types.INTERP_LINEAR, "corner")
+                                                   for f in s]))
+
+
+@pytest.mark.parametrize("ims,maps,kwargs,match", [
+    ([np.zeros((4, 5, 2), np.uint8)], (np.zeros((4, 5), np.float32),) * 2, {}, "2 channels"),
+    ([np.zeros((4, 5, 3), np.int32)], (np.zeros((4, 5), np.float32),) * 2, {}, "INT32 is not supported"),
+    ([np.zeros((4, 5, 3), np.uint8)], (np.zeros((4, 5), np.float64),) * 2, {}, "mapx.*FLOAT"),
+    ([np.zeros((4, 5, 3), np.uint8)], (np.zeros((4, 5), np.float32), np.zeros((5, 4), np.float32)), {}, "mapy"),
+    ([np.zeros((4, 5, 3), np.uint8)], (np.zeros((4, 5), np.float32),) * 2, {"interp": types.INTERP_CUBIC},
+     "INTERP_NN and INTERP_LINEAR"),
+    ([np.zeros((4, 5, 3), np.uint8)], (np.zeros((4, 5), np.float32),) * 2, {"pixel_origin": "middle"},
+     "pixel_origin"),
+])
+def test_remap_errors(ims, maps, kwargs, match):
+    with pytest.raises(Exception, match=match) as info:
+        run_remap(torchdali, ims, [maps[0]], [maps[1]], **kwargs)
+    assert "remap" in str(info.value)
+
+
+@requires_cuda
+@pytest.mark.parametrize("interp", [types.INTERP_NN, types.INTERP_LINEAR])
+def test_remap_gpu_matches_cpu(interp):
+    rng = np.random.default_rng(7)
+    sizes = [(13, 17), (8, 5)]
+    ims = images(sizes, np.uint8)
+    maps = [random_maps(rng, h, w) for h, w in sizes]
+    args = ([m[0] for m in maps], [m[1] for m in maps])
+    cpu, _ = run_remap(torchdali, ims, *args, interp=interp)
+    gpu, _ = run_remap(torchdali, ims, *args, interp=interp, device="gpu")
+    for g, c in zip(gpu, cpu):
+        np.testing.assert_array_equal(g, c)

@@ -1,4 +1,4 @@
-"""Constants, copies, types and metadata: `full`, `ones`, `zeros` and their `*_like` forms,
+"""Constants, copies, types and metadata: `constant`, `full`, `ones`, `zeros` and their `*_like` forms,
 `one_hot`, `cast_like`, `copy` and `peek_image_shape`."""
 import functools
 import io
@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from .. import types
-from ..schema import BOOL, DTYPE, FLOAT, IMAGE_TYPE, INT, INTS, LAYOUT, STR, Arg, register
+from ..schema import BOOL, DTYPE, FLOAT, IMAGE_TYPE, INT, INTS, LAYOUT, STR, Arg, ArgType, register
 from ..tensor_list import TensorList
 from .base import BatchSpec, Operator
 from .conversions import convert_saturate
@@ -422,3 +422,102 @@ class PeekImageShape(Operator):
         except (UnidentifiedImageError, OSError, SyntaxError, ValueError):
             what = "a JPEG whose header is cut short or corrupt" if is_jpeg else "not an image in a known format"
             raise self.error(f"sample {i}: {what}", ValueError, sample=i) from None
+
+
+# --- constant ---------------------------------------------------------------------------
+
+_CONSTANT_TYPES = tuple(t for t in _VALUE_TYPES if t != types.FLOAT64)
+_INT64_RANGE = (-2 ** 63, 2 ** 63 - 1)
+# A NaN converted to these integer types gives the bits x86's float-to-integer conversion gives, as in DALI's
+# CPU build (the other integer types get 0): (the signed view of the type, its value there).
+_NAN_BITS = {torch.int32: (torch.int32, -2 ** 31), torch.int64: (torch.int64, -2 ** 63),
+             torch.uint64: (torch.int64, -2 ** 63)}
+
+
+def _int64(v):
+    """One `idata` value, as DALI's Python API stores it: a 64-bit integer, floats truncated."""
+    if isinstance(v, (bool, int, np.bool_, np.integer)) or (isinstance(v, (float, np.floating)) and np.isfinite(v)):
+        value = int(v)
+        if _INT64_RANGE[0] <= value <= _INT64_RANGE[1]:
+            return value
+        raise ValueError(f"{value} does not fit in a 64-bit integer")
+    raise TypeError("expected an int")
+
+
+def _float(v):
+    """One `fdata` value (bools and ints included, as DALI accepts them)."""
+    if isinstance(v, (bool, int, float, np.bool_, np.integer, np.floating)):
+        return float(v)
+    raise TypeError("expected a float")
+
+
+def _values(convert, name):
+    """A scalar or a list of values, as a list."""
+    def convert_all(v):
+        v = v.tolist() if isinstance(v, np.ndarray) else v
+        return [convert(x) for x in (v if isinstance(v, (list, tuple)) else [v])]
+    return ArgType(name, convert_all)
+
+
+@register("constant", devices=("cpu", "gpu"),
+          args=[Arg("idata", _values(_int64, "int or list of int"), None,
+                    "Contents of the constant that is produced (for integer types). `fdata` and `idata` are "
+                    "mutually exclusive, and one of them is required."),
+                Arg("fdata", _values(_float, "float or list of float"), None,
+                    "Contents of the constant that is produced (for floating point types), stored as float32."),
+                Arg("shape", INTS, None, "The desired shape of the output. If not set, the data is assumed to be 1D.",
+                    check=lambda v: "dimensions must not be negative" if any(d < 0 for d in v) else None),
+                Arg("dtype", DTYPE, None, "Output data type. If not set, the output is float if `fdata` is used "
+                                          "and int32 if `idata` is used.", choices=_CONSTANT_TYPES),
+                Arg("layout", LAYOUT, None, "Layout info. If set and not empty, the layout must match the "
+                                            "dimensionality of the output.")])
+class Constant(Operator):
+    """Produces a batch of constant tensors: the same tensor for every sample.
+
+    The data, a scalar or a flat list of values (`idata` for integers, `fdata` for floats), is reshaped to
+    `shape`; a single value fills the whole shape. Values are converted to `dtype` with rounding (half away
+    from zero) and saturation. `types.Constant(value, dtype, shape, layout)` builds this operator from a
+    scalar, list or array."""
+
+    def plan(self, inputs):
+        a = self.spec.args
+        if a["idata"] is not None and a["fdata"] is not None:
+            raise self.error("'fdata' and 'idata' are mutually exclusive; give one of them", ValueError)
+        if a["idata"] is None and a["fdata"] is None:
+            raise self.error("either 'fdata' or 'idata' must be given", ValueError)
+        is_float = a["fdata"] is not None
+        data = a["fdata"] if is_float else a["idata"]
+        self.shape = tuple(a["shape"]) if a["shape"] is not None else (len(data),)
+        volume = int(np.prod(self.shape))
+        if len(data) not in (volume, 1):
+            raise self.error(f"{'fdata' if is_float else 'idata'} has {len(data)} values, which does not match "
+                             f"shape {list(self.shape)} ({volume} elements); give {volume} values or a single one",
+                             ValueError)
+        self.layout = str(a["layout"] or "")
+        if self.layout and len(self.layout) != len(self.shape):
+            raise self.error(f"layout '{self.layout}' has {len(self.layout)} dimensions but the output shape "
+                             f"{list(self.shape)} has {len(self.shape)}", ValueError)
+        dtype = types.to_torch_type(a["dtype"] if a["dtype"] is not None else types.FLOAT if is_float else types.INT32)
+        self.sample = _converted(data, is_float, dtype).expand(volume).reshape(self.shape)
+        self.device = "cpu" if self.spec.device == "cpu" else "gpu"
+        return [BatchSpec(self.device, dtype, len(self.shape), self.layout)], self.step
+
+    def step(self, inputs, args, ctx):
+        sample = self.sample if self.device == "cpu" else self.sample.to(ctx.cuda_device)
+        batch = sample.expand((ctx.batch_size,) + self.shape).contiguous()
+        return [TensorList.make(batch, self.layout, device=self.device)]
+
+
+def _converted(values, is_float, dtype):
+    """The `idata` (int64) or `fdata` (float32) values as a 1D tensor of `dtype`, converted as DALI does."""
+    x = torch.tensor(values, dtype=torch.float32 if is_float else torch.int64).reshape(-1)
+    if dtype == torch.bool or dtype.is_floating_point:
+        return convert_saturate(x, dtype)
+    if is_float:
+        out = convert_saturate(x, dtype)
+        if dtype in _NAN_BITS:
+            view, bits = _NAN_BITS[dtype]
+            out.view(view)[torch.isnan(x)] = bits
+        return out
+    info = torch.iinfo(dtype)
+    return x.clamp(max(info.min, _INT64_RANGE[0]), min(info.max, _INT64_RANGE[1])).to(dtype)

@@ -13,14 +13,20 @@ def convert_saturate(x, dtype):
     True)."""
     if x.dtype == dtype:
         return x
-    if x.is_floating_point() and dtype == torch.bool:
+    if x.is_floating_point() and dtype == torch.bool:  # in double: 0.49999997 + 0.5 is 1 in float32
+        x = x.double()
         return torch.where(x >= 0, torch.floor(x + 0.5), torch.ceil(x - 0.5)) != 0
     if x.is_floating_point() and not dtype.is_floating_point:
         info = torch.iinfo(dtype)
         x = torch.nan_to_num(x.double(), nan=0.0)
         x = torch.where(x >= 0, torch.floor(x + 0.5), torch.ceil(x - 0.5)).clamp(info.min, info.max)
-        if dtype == torch.int64:  # int64's maximum is 2^63 as a double, one past the type's range
+        # The 64-bit maxima are 2^63 and 2^64 as doubles, one past the types' ranges.
+        if dtype == torch.int64:
             return torch.where(x >= 2.0 ** 63, info.max, x.to(dtype))
+        if dtype == torch.uint64:
+            out = x.to(dtype)
+            out.view(torch.int64)[x >= 2.0 ** 64] = -1
+            return out
         return x.to(dtype)
     if not x.is_floating_point() and not dtype.is_floating_point and dtype != torch.bool and x.dtype != torch.bool:
         info = torch.iinfo(dtype)

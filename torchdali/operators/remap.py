@@ -393,3 +393,82 @@ class WarpPerspective(Operator):
             for k, i in enumerate(rows):
                 out[i] = _as_output(values[k], dtype, half_even=True)
         return out
+
+
+_REMAP_DTYPES = (torch.uint8, torch.int16, torch.uint16, torch.float32)
+
+
+@register("experimental.remap", devices=("cpu", "gpu"), inputs=(3, 3), input_names=("input", "mapx", "mapy"),
+          aliases=("experimental.Remap",), args=[
+              Arg("interp", INTERP_TYPE, types.DALIInterpType.INTERP_LINEAR, "INTERP_NN or INTERP_LINEAR.",
+                  check=_nn_or_linear),
+              Arg("pixel_origin", STR, "corner", "'corner': map value 0 is the first pixel's left (top) edge; "
+                  "'center': its centre (as OpenCV's remap).", choices=("corner", "center")),
+          ])
+class Remap(Operator):
+    """Move pixels by explicit maps: output(x, y) = input(mapx(x, y), mapy(x, y)) for HWC images (1 or 3
+    channels) and FHWC sequences, with a constant 0 border. DALI has it on the GPU only; ours runs on both."""
+
+    def plan(self, inputs):
+        spec = inputs[0]
+        if spec.layout and spec.layout not in ("HWC", "FHWC"):
+            raise self.error(f"input layout '{spec.layout}' is not supported; give HWC images or FHWC sequences",
+                             ValueError)
+        if spec.dtype is not None and spec.dtype not in _REMAP_DTYPES:
+            raise self.error(f"input type {types.to_dali_type(spec.dtype).name} is not supported; give UINT8, "
+                             "INT16, UINT16 or FLOAT images", TypeError)
+        for k, name in ((1, "mapx"), (2, "mapy")):
+            if inputs[k].dtype is not None and inputs[k].dtype != torch.float32:
+                raise self.error(f"input {k} ({name}) must be FLOAT, got "
+                                 f"{types.to_dali_type(inputs[k].dtype).name}", TypeError)
+        layout = spec.layout or "HWC"
+        return [BatchSpec(spec.device, spec.dtype, spec.ndim, layout)], over_frames(self, self.run)
+
+    def _maps(self, batch, k, hw):
+        """Input `k` (a map) as float32 tensors [H, W], one per sample, checked against the images' sizes."""
+        name = ("mapx", "mapy")[k - 1]
+        maps = []
+        for i, (m, size) in enumerate(zip(batch.as_torch_list(), hw)):
+            if m.dtype != torch.float32:
+                raise self.error(f"input {k} ({name}) must be FLOAT, got {types.to_dali_type(m.dtype).name}",
+                                 TypeError, sample=i)
+            if m.dim() == 3 and m.shape[2] == 1:
+                m = m[..., 0]
+            if m.dim() != 2 or tuple(m.shape) != tuple(size):
+                raise self.error(f"input {k} ({name}) of sample {i} has shape {tuple(m.shape)}; it must be the "
+                                 f"image's height and width {tuple(size)} (HW, or HWC of 1 channel)", ValueError,
+                                 sample=i)
+            maps.append(m)
+        return maps
+
+    def run(self, inputs, args, ctx):
+        batch = inputs[0]
+        if not len(batch):
+            return [batch]
+        shapes = image_shapes(self, batch, "HWC")
+        dtype = types.to_torch_type(batch.dtype)
+        if dtype not in _REMAP_DTYPES:
+            raise self.error(f"input type {types.to_dali_type(dtype).name} is not supported; give UINT8, INT16, "
+                             "UINT16 or FLOAT images", TypeError)
+        bad = np.flatnonzero(~np.isin(shapes[:, 2], (1, 3)))
+        if len(bad):
+            i = int(bad[0])
+            raise self.error(f"sample {i} has {shapes[i, 2]} channels; only 1 and 3 channel images are supported",
+                             ValueError, sample=i)
+        mapx, mapy = (self._maps(inputs[k], k, shapes[:, :2]) for k in (1, 2))
+        dense = batch.dense_tensor()
+        if dense is not None:
+            return [TensorList.make(self._remapped(dense, torch.stack(mapx), torch.stack(mapy), dtype), "HWC",
+                                    device=batch.device)]
+        out = [self._remapped(s[None], mx[None], my[None], dtype)[0]
+               for s, mx, my in zip(batch.as_torch_list(), mapx, mapy)]
+        return [TensorList.make(out, "HWC", device=batch.device)]
+
+    def _remapped(self, images, mapx, mapy, dtype):
+        """Images [N, H, W, C] of one size sampled at the maps [N, H, W]."""
+        if not images.numel():
+            return images
+        shift = 0.5 if self.spec.args["pixel_origin"] == "corner" else 0.0
+        x, y = (m.to(images.device).double() - shift for m in (mapx, mapy))
+        fill = torch.zeros(images.shape[-1], dtype=torch.float32)
+        return _as_output(sample(images, x, y, int(self.spec.args["interp"]), "constant", fill), dtype)
