@@ -10,7 +10,7 @@ from .. import types
 from ..schema import BOOL, DTYPE, FLOAT, IMAGE_TYPE, INT, INTS, LAYOUT, STR, Arg, ArgType, register
 from ..tensor_list import TensorList
 from .base import BatchSpec, Operator
-from .conversions import convert_saturate
+from .conversions import cast_batch, convert_saturate
 
 # The types DALI's constant-value operators produce.
 _VALUE_TYPES = (types.UINT8, types.INT8, types.UINT16, types.INT16, types.UINT32, types.INT32, types.UINT64,
@@ -324,14 +324,7 @@ class CastLike(Operator):
         batch, like = inputs
         if len(like) != len(batch):
             raise self.error(f"the inputs have {len(batch)} and {len(like)} samples", ValueError)
-        if not len(batch):
-            return [batch]
-        try:
-            flat, shapes = batch.flat()
-        except ValueError as e:  # samples of different ndim
-            raise self.error(str(e), ValueError) from None
-        out = convert_saturate(flat, types.to_torch_type(like.dtype))
-        return [TensorList.from_flat(out, shapes, batch.layout(), device=batch.device)]
+        return [cast_batch(self, batch, types.to_torch_type(like.dtype))]
 
 
 @register("copy", devices=("cpu", "gpu"), inputs=(1, 1))

@@ -45,11 +45,15 @@ class Cast(Operator):
         return [BatchSpec(spec.device, self.dtype, spec.ndim, spec.layout)], self.step
 
     def step(self, inputs, args, ctx):
-        batch = inputs[0]
-        if not len(batch):
-            return [batch]
-        try:
-            flat, shapes = batch.flat()
-        except ValueError as e:  # samples of different ndim
-            raise self.error(str(e), ValueError) from None
-        return [TensorList.from_flat(convert_saturate(flat, self.dtype), shapes, batch.layout(), device=batch.device)]
+        return [cast_batch(self, inputs[0], self.dtype)]
+
+
+def cast_batch(op, batch, dtype):
+    """The batch converted to `dtype` by convert_saturate, as one flat buffer (cast, cast_like)."""
+    if not len(batch):
+        return batch
+    try:
+        flat, shapes = batch.flat()
+    except ValueError as e:  # samples of different ndim
+        raise op.error(str(e), ValueError) from None
+    return TensorList.from_flat(convert_saturate(flat, dtype), shapes, batch.layout(), device=batch.device)

@@ -28,24 +28,10 @@ def saturate(x, dtype):
     if dtype.is_floating_point:
         return x.to(dtype)
     nan = int(static_cast(np.float32([np.nan]), dtype)[0])
-    out = _saturate_numbers(x, dtype)
+    out = convert_saturate(x, dtype)
     if nan:
         out = where(torch.isnan(x), torch.tensor(nan, dtype=out.dtype).to(x.device), out)
     return out
-
-
-def _saturate_numbers(x, dtype):
-    if dtype not in (torch.int64, torch.uint64):
-        return convert_saturate(x, dtype)
-    x = torch.nan_to_num(x.double(), nan=0.0)
-    x = torch.where(x >= 0, torch.floor(x + 0.5), torch.ceil(x - 0.5))
-    if dtype == torch.int64:
-        top = x >= 2.0 ** 63
-        low = torch.where(top, 0.0, x).clamp(min=-2.0 ** 63).to(torch.int64)
-        return torch.where(top, torch.iinfo(torch.int64).max, low)
-    x = x.clamp(min=0.0)  # uint64: values from 2^63 up through their two's complement in int64
-    wrapped = torch.where(x >= 2.0 ** 64, -1.0, torch.where(x >= 2.0 ** 63, x - 2.0 ** 64, x))
-    return wrapped.to(torch.int64).view(torch.uint64)
 
 
 def _per_element(args, name, sizes, dtype):
