@@ -385,6 +385,14 @@ def shapes_or_none(batch):
         return None
 
 
+def sample_shapes(op, batch):
+    """The batch's sample shapes [N, ndim]; an error naming `op` where the samples differ in ndim."""
+    try:
+        return batch.sample_shapes()
+    except ValueError as e:
+        raise op.error(str(e), ValueError) from None
+
+
 def map_samples(fn, samples, ctx, parallel=True):
     """fn(i, sample) for each sample, across the pipeline's CPU threads when worthwhile:
     one task per thread, each over a contiguous chunk (a task per sample costs more in

@@ -11,7 +11,7 @@ import torchvision.io
 from .. import types
 from ..schema import BOOL, DTYPE, FLOAT, FLOATS, IMAGE_TYPE, INT, INTS, REQUIRED, STR, Arg, register
 from ..tensor_list import TensorList
-from .base import BatchSpec, Operator, shapes_or_none
+from .base import BatchSpec, Operator, sample_shapes
 from .conversions import convert_saturate
 from .sequences import frame_by_frame
 
@@ -109,13 +109,6 @@ def _check_layout(op, layout, accepted):
         raise op.error(f"input layout '{layout}' is not supported; give {names}", ValueError)
 
 
-def _sample_shapes(op, batch):
-    shapes = shapes_or_none(batch)
-    if shapes is None:
-        raise op.error("the input samples differ in their number of dims", ValueError)
-    return shapes
-
-
 @register("color_space_conversion", devices=("cpu", "gpu"), inputs=(1, 1), args=[
     Arg("image_type", IMAGE_TYPE, REQUIRED, "Colour space of the input: RGB, BGR, GRAY or YCbCr."),
     Arg("output_type", IMAGE_TYPE, REQUIRED, "Colour space of the output: RGB, BGR, GRAY or YCbCr.")])
@@ -140,7 +133,7 @@ class ColorSpaceConversion(Operator):
         if not len(batch):
             return [batch]
         _check_uint8(self, types.to_torch_type(batch.dtype))
-        shapes = _sample_shapes(self, batch)
+        shapes = sample_shapes(self, batch)
         bad = np.flatnonzero(shapes[:, -1] != self.in_channels) if shapes.shape[1] else [0]
         if len(bad):
             i = int(bad[0])
@@ -259,7 +252,7 @@ class Equalize(Operator):
         if not len(batch):
             return [batch]
         _check_uint8(self, types.to_torch_type(batch.dtype))
-        shapes = _sample_shapes(self, batch)
+        shapes = sample_shapes(self, batch)
         if shapes.shape[1] not in (2, 3):
             raise self.error(f"the samples have {shapes.shape[1]} dims; give 2D (HW) or 3D (HWC, CHW) images",
                              ValueError)
@@ -339,7 +332,7 @@ class Debayer(Operator):
             return [TensorList.make([], "HWC", device=batch.device)]
         if types.to_torch_type(batch.dtype) not in (torch.uint8, torch.uint16):
             raise self._type_error(types.to_torch_type(batch.dtype))
-        self._check_shapes(_sample_shapes(self, batch))
+        self._check_shapes(sample_shapes(self, batch))
         blue = args.rows("blue_position", len(batch)).astype(np.int64)
         dense = batch.dense_tensor()
         if dense is not None:
@@ -376,7 +369,7 @@ class JpegCompressionDistortion(Operator):
         if not len(batch):
             return [batch]
         _check_uint8(self, types.to_torch_type(batch.dtype))
-        shapes = _sample_shapes(self, batch)
+        shapes = sample_shapes(self, batch)
         bad = [(i, "is not an HWC image with 3 channels (RGB)") for i in range(len(shapes))
                if shapes.shape[1] != 3 or shapes[i, 2] != 3]
         bad += [(i, "is empty") for i in np.flatnonzero(shapes.prod(1) == 0)]
@@ -587,7 +580,7 @@ class Clahe(Operator):
         if not len(batch):
             return [batch]
         _check_uint8(self, types.to_torch_type(batch.dtype))
-        shapes = _sample_shapes(self, batch)
+        shapes = sample_shapes(self, batch)
         problems = [(0, "is not an HWC image")] if shapes.shape[1] != 3 else \
             [(i, "has neither 1 nor 3 channels") for i in np.flatnonzero((shapes[:, 2] != 1) & (shapes[:, 2] != 3))]
         problems += [(i, "is empty") for i in np.flatnonzero(shapes.prod(1) == 0)] if shapes.shape[1] == 3 else []

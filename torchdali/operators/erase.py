@@ -8,7 +8,7 @@ import torch
 from .. import types
 from ..schema import BOOL, FLOAT, FLOATS, INT, INTS, LAYOUT, Arg, register
 from ..tensor_list import TensorList
-from .base import BatchSpec, Operator
+from .base import BatchSpec, Operator, sample_shapes
 
 ERASE_DTYPES = (torch.uint8, torch.int8, torch.uint16, torch.int16, torch.uint32, torch.int32, torch.uint64,
                 torch.int64, torch.float16, torch.float32)
@@ -57,13 +57,6 @@ def static_cast(values, dtype):
 def _unsupported(op, dtype, dtypes):
     names = ", ".join(str(types.to_dali_type(d)).replace("DALIDataType.", "") for d in dtypes)
     return op.error(f"input type {types.to_dali_type(dtype)} is not supported; give one of {names}", TypeError)
-
-
-def _sample_shapes(op, batch):
-    try:
-        return batch.sample_shapes()
-    except ValueError as e:  # samples of different ndim
-        raise op.error(str(e), ValueError) from None
 
 
 @register("erase", devices=("cpu", "gpu"), inputs=(1, 1), args=[
@@ -189,7 +182,7 @@ class Erase(Operator):
         dtype = types.to_torch_type(batch.dtype)
         if dtype not in ERASE_DTYPES:
             raise _unsupported(self, dtype, ERASE_DTYPES)
-        shapes = _sample_shapes(self, batch)
+        shapes = sample_shapes(self, batch)
         ndim = shapes.shape[1]
         self._check_ndim(ndim)
         layout = batch.layout()
@@ -272,7 +265,7 @@ class GridMask(Operator):
         dtype = types.to_torch_type(batch.dtype)
         if dtype not in GRID_MASK_DTYPES:
             raise _unsupported(self, dtype, GRID_MASK_DTYPES)
-        shapes = _sample_shapes(self, batch)
+        shapes = sample_shapes(self, batch)
         if shapes.shape[1] != 3:
             raise self.error(f"samples of {shapes.shape[1]} dims are not supported; give HWC images", ValueError)
         device = batch.sample(0).device
