@@ -12,7 +12,7 @@ from .. import types
 from ..tensor_list import TensorList
 from ..settings import MAX_IMAGE_PIXELS_VARIABLE, max_image_pixels
 from .conversions import convert_saturate
-from .sequences import as_sequences, frames_of
+from .sequences import run_frames
 
 IMAGE_LAYOUTS = ("HWC", "CHW")
 SEQUENCE_LAYOUTS = ("FHWC", "FCHW")
@@ -236,7 +236,7 @@ def over_frames(op, run):
     frame, or a row per frame where fn.per_frame marked them; the same for further inputs that
     are sequences), one call for all the batch's frames (`ctx.frames`: each sequence's count),
     and each sample's outputs regrouped into a sequence."""
-    def run_frames(inputs, args, ctx):
+    def run_sequences(inputs, args, ctx):
         batch = inputs[0]
         if batch.layout() not in SEQUENCE_LAYOUTS + VOLUME_SEQUENCE_LAYOUTS or not len(batch):
             return run(inputs, args.without_frames(), ctx)
@@ -245,11 +245,6 @@ def over_frames(op, run):
         if (frames == 0).any():
             i = int(np.argmax(frames == 0))
             raise op.error(f"sample {i} is a sequence of no frames {tuple(shapes[i].tolist())}", ValueError, sample=i)
-        dense = batch.dense_tensor()
-        images = dense.flatten(0, 1) if dense is not None else [f for s in batch.as_torch_list() for f in s]
-        others = [frames_of(op, k, other, frames) for k, other in enumerate(inputs[1:], 1)]
-        outs = run([TensorList.make(images, batch.layout()[1:], device=batch.device)] + others,
-                   args.over_frames(frames), dataclasses.replace(ctx, batch_size=int(frames.sum()), frames=frames))
-        return [as_sequences(out, frames) for out in outs]
+        return run_frames(op, run, inputs, args, ctx, frames)
 
-    return run_frames
+    return run_sequences

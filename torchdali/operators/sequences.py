@@ -58,11 +58,17 @@ def frame_by_frame(op, step):
         frames = frame_counts(op, inputs, args, n)
         if frames is None:
             return step(inputs, args, ctx)
-        outs = step([frames_of(op, k, batch, frames) for k, batch in enumerate(inputs)], args.over_frames(frames),
-                    dataclasses.replace(ctx, batch_size=int(frames.sum()), frames=frames))
-        return [as_sequences(out, frames) for out in outs]
+        return run_frames(op, step, inputs, args, ctx, frames)
 
     return run
+
+
+def run_frames(op, step, inputs, args, ctx, frames):
+    """`step` on every frame of sequences of `frames` frames (inputs and arguments expanded to
+    the frames, `ctx.frames` set), each sample's outputs regrouped into a sequence."""
+    outs = step([frames_of(op, k, batch, frames) for k, batch in enumerate(inputs)], args.over_frames(frames),
+                dataclasses.replace(ctx, batch_size=int(frames.sum()), frames=frames))
+    return [as_sequences(out, frames) for out in outs]
 
 
 def as_sequences(out, frames):
