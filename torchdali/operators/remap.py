@@ -13,6 +13,7 @@ from ..tensor_list import TensorList
 from .base import BatchSpec, Operator
 from .conversions import convert_saturate
 from .images import image_shapes, over_frames, refuse_huge_outputs
+from .warp import check_matrix_source
 
 NN, LINEAR, CUBIC = (int(types.DALIInterpType.INTERP_NN), int(types.DALIInterpType.INTERP_LINEAR),
                      int(types.DALIInterpType.INTERP_CUBIC))
@@ -282,13 +283,7 @@ class WarpPerspective(Operator):
 
     def __init__(self, spec):
         super().__init__(spec)
-        given = "matrix" in spec.arg_input_names or spec.args.get("matrix") is not None
-        if len(spec.input_devices) < 2 and not given:
-            raise ValueError("experimental.warp_perspective: the argument 'matrix' must be given when the "
-                             "transform is not passed as the second input")
-        if len(spec.input_devices) == 2 and given:
-            raise ValueError("experimental.warp_perspective: give the transform either as the argument 'matrix' "
-                             "or as the second input, not both")
+        check_matrix_source(spec)
 
     def plan(self, inputs):
         spec = inputs[0]

@@ -145,6 +145,17 @@ def run_warp(op, batch, images, matrices, sizes, args):
     return [TensorList.make(out, batch.layout(), device=batch.device)]
 
 
+def check_matrix_source(spec):
+    """A warp's transform comes from the argument 'matrix' or from the second input: exactly one."""
+    given = "matrix" in spec.arg_input_names or spec.args.get("matrix") is not None
+    if len(spec.input_devices) < 2 and not given:
+        raise ValueError(f"{spec.schema.name}: the argument 'matrix' must be given when the transform is not "
+                         "passed as the second input")
+    if len(spec.input_devices) == 2 and given:
+        raise ValueError(f"{spec.schema.name}: give the transform either as the argument 'matrix' or as the "
+                         "second input, not both")
+
+
 def _inverted(op, m, k, what):
     """The inverses of affine maps [N, k (k + 1)] (as the square matrices they stand for); an
     error naming the first that is not invertible."""
@@ -174,13 +185,7 @@ class WarpAffine(Operator):
 
     def __init__(self, spec):
         super().__init__(spec)
-        given = "matrix" in spec.arg_input_names or spec.args.get("matrix") is not None
-        if len(spec.input_devices) < 2 and not given:
-            raise ValueError("warp_affine: the argument 'matrix' must be given when the "
-                             "transform is not passed as the second input")
-        if len(spec.input_devices) == 2 and given:
-            raise ValueError("warp_affine: give the transform either as the argument 'matrix' "
-                             "or as the second input, not both")
+        check_matrix_source(spec)
 
     def _matrices(self, inputs, args, n, k):
         """The output-to-input matrices [N, k (k + 1)] (float64) for k spatial dims, from the
