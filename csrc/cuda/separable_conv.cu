@@ -169,11 +169,10 @@ __global__ void fused_2d_kernel(const Fused2D* __restrict__ descs,
   }
 }
 
-// The two-axis convolution in one kernel where every sample's tile fits the shared memory;
-// false (nothing launched) otherwise.
+// The two-axis convolution in one kernel where every sample's tile fits the shared memory
+// (its descriptors and the windows in one upload); false (nothing done) otherwise.
 template <typename Src, typename Dst>
-bool launch_fused(const conv::Args& a, const void* windows_dev, at::Device device,
-                  cudaStream_t stream) {
+bool launch_fused(const conv::Args& a, at::Device device, cudaStream_t stream) {
   if (a.num_axes != 2) return false;
   std::vector<Fused2D> descs;
   int64_t rx_max = 0, ry_max = 0, inner_max = 1, max_cols = 0, max_rows = 0;
@@ -196,11 +195,11 @@ bool launch_fused(const conv::Args& a, const void* windows_dev, at::Device devic
     C10_CUDA_CHECK(cudaFuncSetAttribute(fused_2d_kernel<Src, Dst>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(bytes)));
-  std::vector<const void*> unused;
-  at::Tensor table = upload(descs, {}, device, unused);
+  std::vector<const void*> windows_dev;
+  at::Tensor table = upload(descs, {&a.windows}, device, windows_dev);
   const dim3 grid(grid_dim(max_cols, kTileCols), grid_dim(max_rows, 1), grid_dim(a.n, 1));
   fused_2d_kernel<Src, Dst><<<grid, kThreads, bytes, stream>>>(
-      reinterpret_cast<const Fused2D*>(table.const_data_ptr()), static_cast<const float*>(windows_dev),
+      reinterpret_cast<const Fused2D*>(table.const_data_ptr()), static_cast<const float*>(windows_dev[0]),
       a.n);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return true;
@@ -217,6 +216,13 @@ std::vector<at::Tensor> separable_conv_cuda(at::TensorList images, const at::Ten
   int64_t max_numel = 0;
   for (const at::Tensor& im : a.images) max_numel = std::max(max_numel, im.numel());
   if (max_numel == 0) return a.out;
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  bool fused = false;
+  dispatch_types<false>("separable_conv", a.images[0].scalar_type(), out_dtype,
+                        [&](auto in_tag, auto out_tag) {
+    fused = launch_fused<decltype(in_tag), decltype(out_tag)>(a, device, stream);
+  });
+  if (fused) return a.out;
   const int64_t halves = std::min<int64_t>(a.num_axes - 1, 2);
   const at::Tensor scratch =
       at::empty({halves * a.tmp_size}, at::TensorOptions().dtype(at::kFloat).device(device));
@@ -237,13 +243,6 @@ std::vector<at::Tensor> separable_conv_cuda(at::TensorList images, const at::Ten
   }
   std::vector<const void*> windows_dev;
   at::Tensor table = upload(descs, {&a.windows}, device, windows_dev);
-  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  bool fused = false;
-  dispatch_types<false>("separable_conv", a.images[0].scalar_type(), out_dtype,
-                        [&](auto in_tag, auto out_tag) {
-    fused = launch_fused<decltype(in_tag), decltype(out_tag)>(a, windows_dev[0], device, stream);
-  });
-  if (fused) return a.out;
   const auto* dev_descs = reinterpret_cast<const PassDesc*>(table.const_data_ptr());
   const auto* w = static_cast<const float*>(windows_dev[0]);
   dispatch_types<false>("separable_conv", a.images[0].scalar_type(), out_dtype,
