@@ -11,7 +11,10 @@ the profiler), the bytes the kernel must read and write at the least (input pixe
 + output it writes), the bandwidth those bytes make in the GPU time, that bandwidth as a
 fraction of a plain device copy measured in the same run (the practical HBM bound), and
 torchvision's call time for the same work (`torchvision.transforms.v2.functional`, one call
-per image since the sizes differ) with our speed-up over it.
+per image since the sizes differ) with our speed-up over it. Where NVIDIA DALI imports (GPU
+only), the GPU time of DALI's operator on the same batch too: the profiler's GPU time of a DALI
+pipeline running it on the batch (given in place, `no_copy`), less that of the same pipeline
+without it, and "vs DALI", DALI's GPU time over ours (above 1x: ours is faster).
 """
 import argparse
 import math
@@ -89,7 +92,9 @@ def nbytes(tensors):
 
 
 def cases(hwc, chw, device):
-    """(name, ours, torchvision, bytes moved) for each kernel."""
+    """(name, ours, torchvision, DALI's operator or None, bytes moved) for each kernel; DALI's
+    operator takes the batch's DataNode and the per-sample argument DataNodes it asks for
+    (see dali_gpu_time)."""
     n = len(hwc)
     g = torch.Generator().manual_seed(1)
     crop = 224
@@ -112,7 +117,7 @@ def cases(hwc, chw, device):
             outs.append(F.normalize(F.to_dtype(t, torch.float32, scale=True), tv_mean, tv_std))
         return torch.stack(outs)
 
-    yield "crop_mirror_normalize 224 -> float CHW", cmn_ours, cmn_tv, n * crop * crop * 3 + out_cmn
+    yield "crop_mirror_normalize 224 -> float CHW", cmn_ours, cmn_tv, None, n * crop * crop * 3 + out_cmn
 
     # Resize (whole images) and random-resized-crop style ROIs, both to 224x224, linear, antialias.
     rois = torch.tensor([[y, x, y + crop, x + crop] for y, x in anchors.tolist()], dtype=torch.float32)
@@ -124,7 +129,7 @@ def cases(hwc, chw, device):
     def resize_tv():
         return torch.stack([F.resize(im, [crop, crop], antialias=True) for im in chw])
 
-    yield "resize -> 224x224 (linear, antialias)", resize_ours, resize_tv, nbytes(hwc) + rgb_out
+    yield "resize -> 224x224 (linear, antialias)", resize_ours, resize_tv, None, nbytes(hwc) + rgb_out
 
     def rrc_ours():
         return resize(hwc, [(176, 176)] * n, rois, 1, True, torch.uint8, dense=True)
@@ -133,7 +138,7 @@ def cases(hwc, chw, device):
         return torch.stack([F.resized_crop(im, y, x, crop, crop, [176, 176], antialias=True)
                             for im, (y, x) in zip(chw, anchors.tolist())])
 
-    yield "resized crop 224 -> 176 (ROI)", rrc_ours, rrc_tv, n * crop * crop * 3 + n * 176 * 176 * 3
+    yield "resized crop 224 -> 176 (ROI)", rrc_ours, rrc_tv, None, n * crop * crop * 3 + n * 176 * 176 * 3
 
     flags_h, flags_v = mirror, torch.zeros(n, dtype=torch.uint8)
 
@@ -143,7 +148,10 @@ def cases(hwc, chw, device):
     def flip_tv():
         return [F.horizontal_flip(im) if m else im.clone() for im, m in zip(chw, mirror.tolist())]
 
-    yield "flip (per-sample horizontal)", flip_ours, flip_tv, 2 * nbytes(hwc)
+    def dali_flip(fn, images, args):
+        return fn.flip(images, horizontal=args(mirror.to(torch.int32)))
+
+    yield "flip (per-sample horizontal)", flip_ours, flip_tv, dali_flip, 2 * nbytes(hwc)
 
     def transpose_ours():
         return transpose(hwc, (2, 0, 1))
@@ -151,7 +159,10 @@ def cases(hwc, chw, device):
     def transpose_tv():
         return [im.permute(2, 0, 1).contiguous() for im in hwc]
 
-    yield "transpose HWC -> CHW", transpose_ours, transpose_tv, 2 * nbytes(hwc)
+    def dali_transpose(fn, images, args):
+        return fn.transpose(images, perm=[2, 0, 1])
+
+    yield "transpose HWC -> CHW", transpose_ours, transpose_tv, dali_transpose, 2 * nbytes(hwc)
 
     # brightness + contrast + saturation as one colour matrix per sample (DALI's color_twist).
     factors = torch.rand(n, 3, generator=g) * 0.4 + 0.8
@@ -167,7 +178,7 @@ def cases(hwc, chw, device):
         return [F.adjust_saturation(F.adjust_contrast(F.adjust_brightness(im, b), c), s)
                 for im, (b, c, s) in zip(chw, factors.tolist())]
 
-    yield "color (brightness, contrast, saturation)", color_ours, color_tv, 2 * nbytes(hwc)
+    yield "color (brightness, contrast, saturation)", color_ours, color_tv, None, 2 * nbytes(hwc)
 
     angles = (torch.rand(n, generator=g) * 60 - 30).tolist()
     mats = []
@@ -185,7 +196,10 @@ def cases(hwc, chw, device):
     def rotate_tv():
         return [F.rotate(im, a, interpolation=F.InterpolationMode.BILINEAR) for im, a in zip(chw, angles)]
 
-    yield "rotate (warp_affine, linear, keep size)", rotate_ours, rotate_tv, 2 * nbytes(hwc)
+    def dali_rotate(fn, images, args):
+        return fn.warp_affine(images, matrix=args(mats), fill_value=0, interp_type=dali_types().INTERP_LINEAR)
+
+    yield "rotate (warp_affine, linear, keep size)", rotate_ours, rotate_tv, dali_rotate, 2 * nbytes(hwc)
 
     sigma = 1.5
     radius = math.ceil(3 * sigma)
@@ -198,7 +212,10 @@ def cases(hwc, chw, device):
     def blur_tv():
         return [F.gaussian_blur(im, [2 * radius + 1] * 2, [sigma, sigma]) for im in chw]
 
-    yield f"gaussian_blur (sigma {sigma}, {2 * radius + 1} taps)", blur_ours, blur_tv, 2 * nbytes(hwc)
+    def dali_blur(fn, images, args):
+        return fn.gaussian_blur(images, sigma=sigma, window_size=2 * radius + 1)
+
+    yield f"gaussian_blur (sigma {sigma}, {2 * radius + 1} taps)", blur_ours, blur_tv, dali_blur, 2 * nbytes(hwc)
 
     floats = [im.float() for im in hwc]
     floats_chw = [im.permute(2, 0, 1) for im in floats]  # the same memory, as torchvision reads it
@@ -210,7 +227,46 @@ def cases(hwc, chw, device):
     def normalize_tv():
         return [F.normalize(im, MEAN, STD) for im in floats_chw]
 
-    yield "normalize (float, per channel)", normalize_ours, normalize_tv, 2 * nbytes(floats)
+    yield "normalize (float, per channel)", normalize_ours, normalize_tv, None, 2 * nbytes(floats)
+
+
+def dali_types():
+    from nvidia.dali import types
+
+    return types
+
+
+def dali_gpu_time(op, hwc, iters):
+    """Seconds of GPU activity per batch of DALI's operator `op`: a pipeline that takes the batch
+    (GPU, in place) and runs op(fn, images, args), less the same pipeline without it. `args(t)`
+    turns a CPU tensor of per-sample rows into a per-sample argument DataNode. None where DALI
+    doesn't import or the pipeline fails."""
+    try:
+        from nvidia.dali import fn, pipeline_def
+    except ImportError:
+        return None
+
+    def run_time(with_op):
+        @pipeline_def(batch_size=len(hwc), num_threads=4, device_id=hwc[0].device.index or 0,
+                      prefetch_queue_depth=1)
+        def pipe():
+            images = fn.external_source(source=lambda: hwc, device="gpu", layout="HWC", no_copy=True)
+
+            def args(t):
+                rows = [r.numpy() for r in t]
+                return fn.external_source(source=lambda: rows)
+
+            return op(fn, images, args) if with_op else images
+
+        p = pipe()
+        p.build()
+        return gpu_time(p.run, iters)
+
+    try:
+        return run_time(True) - run_time(False)
+    except Exception as e:  # a DALI version without the operator or argument
+        print(f"DALI: {type(e).__name__}: {str(e).splitlines()[0]}")
+        return None
 
 
 def main():
@@ -228,18 +284,20 @@ def main():
           f"uint8 images of ~{nbytes(hwc) / a.batch / 1e3:.0f} kB; device copy {bound:.0f} GB/s"
           + (f" (nominal {nominal:.0f} GB/s)" if nominal else ""))
     header = (f"{'kernel':42} {'call ms':>8} {'GPU ms':>7} {'MB':>7} {'GB/s':>7} {'of copy':>7} "
-              f"{'tv ms':>8} {'speed-up':>8}")
+              f"{'DALI GPU ms':>11} {'vs DALI':>7} {'tv ms':>8} {'speed-up':>8}")
     print(header)
     print("-" * len(header))
-    for label, ours, tv, moved in cases(hwc, chw, a.device):
+    for label, ours, tv, dali_op, moved in cases(hwc, chw, a.device):
         if a.only not in label:
             continue
         t_ours = timed(ours, a.device, a.iters)
         t_gpu = gpu_time(ours, a.iters) if a.device == "cuda" else t_ours
         t_tv = timed(tv, a.device, max(1, a.iters // 4))
+        t_dali = dali_gpu_time(dali_op, hwc, a.iters) if dali_op and a.device == "cuda" else None
         gbs = moved / t_gpu / 1e9
+        dali = f"{t_dali * 1e3:11.2f} {t_dali / t_gpu:6.2f}x" if t_dali else f"{'-':>11} {'-':>7}"
         print(f"{label:42} {t_ours * 1e3:8.2f} {t_gpu * 1e3:7.2f} {moved / 1e6:7.1f} {gbs:7.0f} "
-              f"{gbs / bound:7.0%} {t_tv * 1e3:8.2f} {t_tv / t_ours:7.1f}x")
+              f"{gbs / bound:7.0%} {dali} {t_tv * 1e3:8.2f} {t_tv / t_ours:7.1f}x")
 
 
 if __name__ == "__main__":

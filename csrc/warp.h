@@ -68,13 +68,15 @@ C10_HOST_DEVICE inline float limit(float v) {
   return ::fminf(::fmaxf(v, -kFar), kFar);
 }
 
-C10_HOST_DEVICE inline int64_t clamp_index(int64_t v, int64_t size) {
+template <typename Index>
+C10_HOST_DEVICE inline Index clamp_index(Index v, Index size) {
   return v < 0 ? 0 : (v >= size ? size - 1 : v);
 }
 
 // The source point of output pixel x of a row: m x (x + 0.5, y + 0.5, 1), given the row's
 // terms px_y = m[1] * (y + 0.5) and py_y = m[4] * (y + 0.5) (a row computes them once).
-C10_HOST_DEVICE inline void source_point(const Sample& s, int64_t x, float px_y, float py_y,
+template <typename Index>
+C10_HOST_DEVICE inline void source_point(const Sample& s, Index x, float px_y, float py_y,
                                          float& px, float& py) {
   const float fx = static_cast<float>(x) + 0.5f;
   px = add(add(mul(s.m[0], fx), px_y), s.m[2]);
@@ -94,47 +96,49 @@ C10_HOST_DEVICE inline Out nn_value(In v) {
 
 // Writes output pixel (x, y) of sample `s`, all channels. `border`: nullptr to clamp to the
 // edge, else 2 * channels floats: the value INTERP_NN writes outside the image, then the
-// value INTERP_LINEAR reads there (see border_table).
-template <typename In, typename Out>
-C10_HOST_DEVICE inline void warp_pixel(const Sample& s, int64_t x, int64_t y,
-                                       const float* border) {
+// value INTERP_LINEAR reads there (see border_table). Offsets are in `Index` arithmetic (the
+// CUDA kernel uses 32 bits where the sample allows); kChannels > 0 fixes the channel count.
+template <typename In, typename Out, typename Index = int64_t, int kChannels = 0>
+C10_HOST_DEVICE inline void warp_pixel(const Sample& s, Index x, Index y, const float* border) {
   const In* src = static_cast<const In*>(s.src);
-  Out* dst = static_cast<Out*>(s.dst) + (y * s.out_w + x) * s.out_pixel_stride;
+  const Index in_w = static_cast<Index>(s.in_w), in_h = static_cast<Index>(s.in_h);
+  const Index channels = kChannels > 0 ? kChannels : static_cast<Index>(s.channels);
+  const Index ps = static_cast<Index>(s.in_pixel_stride), cs = static_cast<Index>(s.in_channel_stride);
+  const Index ocs = static_cast<Index>(s.out_channel_stride);
+  Out* dst = static_cast<Out*>(s.dst) + (y * static_cast<Index>(s.out_w) + x) * static_cast<Index>(s.out_pixel_stride);
   const float fy = static_cast<float>(y) + 0.5f;
   float px, py;
   source_point(s, x, mul(s.m[1], fy), mul(s.m[4], fy), px, py);
-  const int64_t cs = s.in_channel_stride, ocs = s.out_channel_stride;
   if (s.interp == kNN) {
-    int64_t c0 = static_cast<int64_t>(::floorf(limit(px)));
-    int64_t r0 = static_cast<int64_t>(::floorf(limit(py)));
-    const bool inside = c0 >= 0 && c0 < s.in_w && r0 >= 0 && r0 < s.in_h;
+    const Index c0 = static_cast<Index>(::floorf(limit(px)));
+    const Index r0 = static_cast<Index>(::floorf(limit(py)));
+    const bool inside = c0 >= 0 && c0 < in_w && r0 >= 0 && r0 < in_h;
     if (!inside && border != nullptr) {
-      for (int64_t ch = 0; ch < s.channels; ++ch)
-        dst[ch * ocs] = cmn::convert_sat<Out>(border[ch]);
+      for (Index ch = 0; ch < channels; ++ch) dst[ch * ocs] = cmn::convert_sat<Out>(border[ch]);
       return;
     }
-    const In* p = src + (clamp_index(r0, s.in_h) * s.in_w + clamp_index(c0, s.in_w)) * s.in_pixel_stride;
-    for (int64_t ch = 0; ch < s.channels; ++ch) dst[ch * ocs] = nn_value<Out>(p[ch * cs]);
+    const In* p = src + (clamp_index(r0, in_h) * in_w + clamp_index(c0, in_w)) * ps;
+    for (Index ch = 0; ch < channels; ++ch) dst[ch * ocs] = nn_value<Out>(p[ch * cs]);
     return;
   }
   const float sx = limit(px - 0.5f), sy = limit(py - 0.5f);
   const float fx0 = ::floorf(sx), fy0 = ::floorf(sy);
-  const int64_t c0 = static_cast<int64_t>(fx0), r0 = static_cast<int64_t>(fy0);
+  const Index c0 = static_cast<Index>(fx0), r0 = static_cast<Index>(fy0);
   const float qx = sx - fx0, wx = 1.f - qx, qy = sy - fy0;
   // The four taps (r0, c0), (r0, c0+1), (r0+1, c0), (r0+1, c0+1): element offsets, or -1
   // where the tap reads the border value.
-  int64_t off[4];
+  Index off[4];
   for (int k = 0; k < 4; ++k) {
-    int64_t r = r0 + (k >> 1), c = c0 + (k & 1);
-    const bool inside = c >= 0 && c < s.in_w && r >= 0 && r < s.in_h;
+    const Index r = r0 + (k >> 1), c = c0 + (k & 1);
+    const bool inside = c >= 0 && c < in_w && r >= 0 && r < in_h;
     if (!inside && border != nullptr) {
       off[k] = -1;
       continue;
     }
-    off[k] = (clamp_index(r, s.in_h) * s.in_w + clamp_index(c, s.in_w)) * s.in_pixel_stride;
+    off[k] = (clamp_index(r, in_h) * in_w + clamp_index(c, in_w)) * ps;
   }
-  const float* fill = border == nullptr ? nullptr : border + s.channels;
-  for (int64_t ch = 0; ch < s.channels; ++ch) {
+  const float* fill = border == nullptr ? nullptr : border + channels;
+  for (Index ch = 0; ch < channels; ++ch) {
     float t[4];
     for (int k = 0; k < 4; ++k)
       t[k] = off[k] < 0 ? fill[ch] : static_cast<float>(src[off[k] + ch * cs]);
