@@ -155,6 +155,15 @@ TORCH_LIBRARY(torchdali, m) {
   m.def(
       "decode_jpegs_cpu(Tensor data, Tensor spans, Tensor windows, bool fast_idct, int threads, Tensor(a!) out) -> "
       "Tensor");
+  // Decompresses LZ4 blocks (the block format, no frame header): chunk k, chunks[k] =
+  // (in_offset, in_size, out_offset, out_size) (int64 [K, 4] on the CPU, inside both buffers),
+  // is decoded from data[in_offset : in_offset + in_size] (1-D uint8) into
+  // out[out_offset : out_offset + out_size] (1-D uint8 on data's device); the bytes past its
+  // decoded end are zeroed. Returns the status, int32 [K] on data's device: 0 decoded,
+  // 1 truncated, 2 a match offset of 0 or reaching before the chunk's output, 3 more data than
+  // the chunk's output holds (on an error the chunk's output is partly written). Serves
+  // decoders.inflate.
+  m.def("lz4_decompress(Tensor data, Tensor chunks, Tensor(a!) out) -> Tensor");
   // Copies CPU `samples` (one dtype and number of dims, any shapes) back to back into one
   // 1-D buffer, in pinned memory when `pin_memory`; returns it and the samples' shapes as
   // int64 [N, ndim]. Serves host-to-GPU copies of a batch, and stacking a list.

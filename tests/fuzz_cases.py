@@ -307,6 +307,18 @@ TORCH_CASES = {  # op -> calls (each a function of torch.ops.torchdali)
         lambda T: T.decode_jpegs_cpu(torch.zeros(10, dtype=torch.uint8), torch.tensor([[0, 10]]),
                                      torch.tensor([[0, 0, 4, 4]]), False, -3, torch.zeros(48, dtype=torch.uint8)),
     ],
+    "lz4_decompress": [
+        lambda T: T.lz4_decompress(torch.zeros(10, dtype=torch.uint8), torch.tensor([[0, HUGE_INT, 0, 4]]),
+                                   torch.zeros(4, dtype=torch.uint8)),
+        lambda T: T.lz4_decompress(torch.zeros(10, dtype=torch.uint8), torch.tensor([[-4, 8, 0, 4]]),
+                                   torch.zeros(4, dtype=torch.uint8)),
+        lambda T: T.lz4_decompress(torch.zeros(10, dtype=torch.uint8), torch.tensor([[0, 10, HUGE_INT, 4]]),
+                                   torch.zeros(4, dtype=torch.uint8)),
+        lambda T: T.lz4_decompress(torch.full((10,), 255, dtype=torch.uint8), torch.tensor([[0, 10, 0, HUGE_INT]]),
+                                   torch.zeros(4, dtype=torch.uint8)),
+        lambda T: T.lz4_decompress(torch.full((10,), 255, dtype=torch.uint8), torch.tensor([[0, 10, 0, 4]] * BATCH),
+                                   torch.zeros(4, dtype=torch.uint8)),
+    ],
     "request_cpu_threads": [
         lambda T: T.request_cpu_threads(-1),
         lambda T: T.request_cpu_threads(HUGE_INT),
