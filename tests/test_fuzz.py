@@ -109,7 +109,7 @@ def test_the_judge_catches_what_it_must():
 
 
 NOT_IMAGE_OPERATORS = {"external_source", "python_function", "torch_python_function", "dl_tensor_python_function",
-                       "bb_flip", "bbox_paste", "box_encoder", "random_bbox_crop", "bbox_rotate",  # boxes
+                       "bb_flip", "bbox_paste", "box_encoder", "random_bbox_crop", "bbox_rotate", "ssd_random_crop",  # boxes
                        "roi_random_crop", "random_crop_generator",  # shapes in, windows out: their own tests
                        "per_frame",  # a layout marker: tests/test_per_frame.py
                        "full", "ones", "zeros", "constant", "batch_permutation",  # no inputs

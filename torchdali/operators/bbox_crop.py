@@ -141,8 +141,8 @@ class RandomBBoxCrop(RandomOperator):
         bad = (shapes.shape[1] == 0) or (shapes[:, 0] != counts).any()
         if bad:
             i = 0 if shapes.shape[1] == 0 else int(np.argmax(shapes[:, 0] != counts))
-            raise self.error(f"sample {i} has {counts[i]} boxes and labels of shape {tuple(shapes[i])}; expected "
-                             "one label (row) per box", ValueError, sample=i)
+            raise self.error(f"sample {i} has {counts[i]} boxes and labels of shape {tuple(shapes[i].tolist())}; "
+                             "expected one label (row) per box", ValueError, sample=i)
         starts = np.cumsum(counts) - counts
         rows = torch.cat(batch.as_torch_list())[torch.from_numpy(starts[sample] + box)]
         return TensorList.make(list(rows.split(kept_counts)), batch.layout())
