@@ -196,6 +196,60 @@ def test_debayer_matches_dali(dtype, blue_position):
     assert_batches_equal(got, expected)
 
 
+ALGORITHMS = [("edgeaware_ocv", np.uint8), ("edgeaware_ocv", np.uint16), ("vng_ocv", np.uint8),
+              ("gray_ocv", np.uint8), ("gray_ocv", np.uint16)]
+
+
+def bayer_mix(dtype, seed):
+    """Bayer images of even extents with odd halves, tiny ones (VNG under 8 pixels a side goes
+    bilinear), wide rows (OpenCV's SSE part of a row), and flat or two-level content (ties between
+    gradients and halves in VNG's rounding)."""
+    rng = np.random.default_rng(seed)
+    top = np.iinfo(dtype).max
+    images = bayer([(2, 2), (4, 6), (2, 10), (6, 8), (8, 8), (10, 46), (22, 38), (14, 66)], dtype, seed)
+    images.append(rng.integers(100, 108, (18, 50)).astype(dtype))
+    images.append((rng.integers(0, 2, (26, 42)) * top).astype(dtype))
+    return images
+
+
+@pytest.mark.parametrize("algorithm,dtype", ALGORITHMS)
+@pytest.mark.parametrize("blue_position", [[0, 0], [0, 1], [1, 0], [1, 1]])
+def test_debayer_algorithms_match_dali(algorithm, dtype, blue_position):
+    images = bayer_mix(dtype, 11 + sum(blue_position))
+    expected, got, layout = both("debayer", images, layout="HW", blue_position=blue_position, algorithm=algorithm)
+    assert_batches_equal(got, expected)
+    assert layout == "HWC" and got[0].shape[-1] == (1 if algorithm == "gray_ocv" else 3)
+    dense = bayer([(12, 30, 1)] * 3, dtype, 8)
+    expected, got, _ = both("debayer", dense, layout="HWC", blue_position=blue_position, algorithm=algorithm)
+    assert_batches_equal(got, expected)
+
+
+@pytest.mark.parametrize("algorithm,dtype", ALGORITHMS)
+def test_debayer_algorithms_match_opencv(algorithm, dtype):
+    """OpenCV's own demosaicing (where installed) as a second reference: DALI's codes for each
+    blue position; VNG as OpenCV computes it since 4.12 (on the image extended by reflection)."""
+    cv2 = pytest.importorskip("cv2")
+    if algorithm == "vng_ocv" and tuple(int(v) for v in cv2.__version__.split(".")[:2]) < (4, 12):
+        pytest.skip("OpenCV before 4.12 computed VNG's borders otherwise")
+    suffix = {"edgeaware_ocv": "2RGB_EA", "vng_ocv": "2RGB_VNG", "gray_ocv": "2GRAY"}[algorithm]
+    images = bayer_mix(dtype, 3)
+    for position, pattern in zip([[0, 0], [0, 1], [1, 0], [1, 1]], ["BG", "GB", "GR", "RG"]):
+        got, _ = run_operator(torchdali, "debayer", images, layout="HW", blue_position=position,
+                              algorithm=algorithm)
+        code = getattr(cv2, f"COLOR_Bayer{pattern}{suffix}")
+        assert_batches_equal(got, [cv2.demosaicing(im, code).reshape(g.shape) for im, g in zip(images, got)])
+
+
+def test_debayer_algorithms_on_sequences():
+    seqs = bayer([(3, 10, 12), (2, 8, 22)], np.uint8, 6)
+    positions = [np.array([1, 1], np.int32), np.array([0, 1], np.int32)]
+    for algorithm in ("edgeaware_ocv", "vng_ocv", "gray_ocv"):
+        expected, got, layout = both("debayer", seqs, layout="FHW", arg_inputs={"blue_position": positions},
+                                     algorithm=algorithm)
+        assert_batches_equal(got, expected)
+        assert layout == "FHWC"
+
+
 def test_debayer_per_sample_positions_and_sequences():
     images = bayer([(8, 6)] * 4, np.uint8, 3)
     positions = [np.array(p, np.int32) for p in ([0, 0], [0, 1], [1, 0], [1, 1])]
@@ -215,6 +269,7 @@ def test_debayer_per_sample_positions_and_sequences():
     ([np.zeros((6, 8, 3), np.uint8)], "HWC", dict(blue_position=[0, 0]), "channel"),
     ([np.zeros((0, 0), np.uint8)], "HW", dict(blue_position=[0, 0]), "empty"),
     ([np.zeros((6, 8), np.float32)], "HW", dict(blue_position=[0, 0]), "uint8 or uint16"),
+    ([np.zeros((8, 8), np.uint16)], "HW", dict(blue_position=[0, 0], algorithm="vng_ocv"), "uint8 images"),
     ([np.zeros((6, 8), np.uint8)], "HW", dict(blue_position=[0, 2]), "blue"),
     ([np.zeros((6, 8), np.uint8)], "HW", dict(blue_position=[0, 0], algorithm="foo"), "algorithm"),
     ([np.zeros((6, 8), np.uint8)], "HW", dict(blue_position=[0, 0], algorithm="default_npp"), "algorithm"),
@@ -357,6 +412,10 @@ def test_clahe_huge_clip_limits(clip_limit):
     ("equalize", equalize_inputs((31, 17, 3), 1), "HWC", {}),
     ("equalize", [photo(13, 21, 1), photo(8, 5, 2)], "HWC", {}),
     ("debayer", bayer([(6, 8), (10, 14)], np.uint16, 1), "HW", dict(blue_position=[1, 0])),
+    ("debayer", bayer_mix(np.uint16, 2), "HW", dict(blue_position=[0, 1], algorithm="edgeaware_ocv")),
+    ("debayer", bayer_mix(np.uint8, 2), "HW", dict(blue_position=[1, 1], algorithm="vng_ocv")),
+    ("debayer", bayer([(12, 30)] * 2, np.uint8, 2), "HW", dict(blue_position=[0, 0], algorithm="vng_ocv")),
+    ("debayer", bayer_mix(np.uint16, 2), "HW", dict(blue_position=[1, 0], algorithm="gray_ocv")),
     ("jpeg_compression_distortion", [photo(30, 41, 1)], "HWC", dict(quality=20)),
     ("clahe", clahe_images(3, 1), "HWC", dict(tiles_x=3, tiles_y=5, clip_limit=1.5)),
     ("clahe", clahe_images(3, 1), "HWC", dict(tiles_x=3, tiles_y=5, clip_limit=1.5, luma_only=False)),

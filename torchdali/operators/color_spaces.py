@@ -1,7 +1,7 @@
 """Colour models and tone maps: color_space_conversion (RGB, BGR, GRAY, YCbCr as DALI's CPU
 converts them), lookup_table, equalize (OpenCV's histogram equalization per channel), debayer
-(OpenCV's bilinear demosaicing), jpeg_compression_distortion (a JPEG round trip) and clahe
-(OpenCV's CLAHE, with its 8-bit CIE Lab for RGB)."""
+(OpenCV's bilinear, edge-aware, VNG and gray demosaicing), jpeg_compression_distortion (a JPEG round
+trip) and clahe (OpenCV's CLAHE, with its 8-bit CIE Lab for RGB)."""
 import math
 
 import numpy as np
@@ -270,74 +270,228 @@ def _blue_position_check(v):
     return None
 
 
-def demosaiced(raw, blue):
-    """OpenCV's bilinear demosaicing of [N, H, W] Bayer images (H, W even, at least 2) into RGB
+def _bayer_sites(blue, h, w, device):
+    """Where the sensors of [N, H, W] Bayer images are, for `blue` [N, 2] (the blue sensor's (y, x) in
+    the tile starting at row 1, column 1): (green [N, H, W], blue_row [N, H, 1]); a row's other
+    sensors are all blue or all red."""
+    b = torch.as_tensor(np.asarray(blue), device=device).reshape(-1, 2, 1, 1)
+    rows = torch.arange(h, device=device).reshape(1, -1, 1) % 2
+    cols = torch.arange(w, device=device).reshape(1, 1, -1) % 2
+    blue_row, blue_col = rows == (1 + b[:, 0]) % 2, cols == (1 + b[:, 1]) % 2
+    return blue_row != blue_col, blue_row
+
+
+def _edges_repeated(inner):
+    """[N, h, w, C] grown by a row and a column on each side, copies of their neighbours."""
+    h, w = inner.shape[1:3]
+    rows = (torch.arange(h + 2, device=inner.device) - 1).clamp(0, h - 1)
+    cols = (torch.arange(w + 2, device=inner.device) - 1).clamp(0, w - 1)
+    return inner[:, rows][:, :, cols]
+
+
+class _Window:
+    """The pixels of [N, H, W] images (`x`, or `t` given to the call) at an offset (dy, dx) from
+    those of their inner region, `margin` pixels from each edge."""
+
+    def __init__(self, x, margin):
+        self.x, self.margin = x, margin
+
+    def __call__(self, dy, dx, t=None):
+        t, m = self.x if t is None else t, self.margin
+        h, w = t.shape[1:3]
+        return t[:, m + dy:h - m + dy, m + dx:w - m + dx]
+
+
+def demosaiced(raw, blue, edge_aware=False):
+    """OpenCV's bilinear (or edge-aware) demosaicing of [N, H, W] Bayer images (H, W even) into RGB
     [N, H, W, 3]: a pixel keeps its own colour, the others are the rounded mean of the nearest
-    2 or 4 sensors of that colour; the border rows and columns repeat their inner neighbours.
-    `blue` [N, 2]: the blue sensor's (y, x) in the tile starting at row 1, column 1."""
+    2 or 4 sensors of that colour; edge-aware, green at a red or blue sensor is the mean of the
+    2 along the smaller difference (horizontal on ties). The border rows and columns repeat their
+    inner neighbours. `blue` [N, 2]: the blue sensor's (y, x) in the tile at row 1, column 1."""
     n, h, w = raw.shape
-    out = torch.zeros(n, h, w, 3, dtype=raw.dtype, device=raw.device)
     if h < 3 or w < 3:
-        return out  # OpenCV leaves an image without inner pixels black
-    x = raw.to(torch.int32)
-    c, up, down, left, right = x[:, 1:-1, 1:-1], x[:, :-2, 1:-1], x[:, 2:, 1:-1], x[:, 1:-1, :-2], x[:, 1:-1, 2:]
-    cross = (up + down + left + right + 2) >> 2
-    diag = (x[:, :-2, :-2] + x[:, :-2, 2:] + x[:, 2:, :-2] + x[:, 2:, 2:] + 2) >> 2
+        return raw.new_zeros(n, h, w, 3)  # OpenCV leaves an image without inner pixels black
+    at = _Window(raw.to(torch.int32), 1)
+    green, blue_row = _bayer_sites(blue, h, w, raw.device)
+    green, blue_row = at(0, 0, green), blue_row[:, 1:-1]
+    c, up, down, left, right = at(0, 0), at(-1, 0), at(1, 0), at(0, -1), at(0, 1)
+    diag = (at(-1, -1) + at(-1, 1) + at(1, -1) + at(1, 1) + 2) >> 2
     horiz, vert = (left + right + 1) >> 1, (up + down + 1) >> 1
-    blue = torch.as_tensor(np.asarray(blue), device=raw.device).reshape(n, 2, 1, 1)
-    rows = torch.arange(1, h - 1, device=raw.device).reshape(1, -1, 1) % 2
-    cols = torch.arange(1, w - 1, device=raw.device).reshape(1, 1, -1) % 2
-    blue_row, blue_col = rows == (1 + blue[:, 0]) % 2, cols == (1 + blue[:, 1]) % 2
-    at_blue, at_red = blue_row & blue_col, ~blue_row & ~blue_col
-    green = ~(at_blue | at_red)
-    r = torch.where(at_red, c, torch.where(at_blue, diag, torch.where(blue_row, vert, horiz)))
-    b = torch.where(at_blue, c, torch.where(at_red, diag, torch.where(blue_row, horiz, vert)))
-    g = torch.where(green, c, cross)
-    out[:, 1:-1, 1:-1] = torch.stack([r, g, b], -1).to(raw.dtype)
-    out[:, 1:-1, 0], out[:, 1:-1, -1] = out[:, 1:-1, 1], out[:, 1:-1, -2]
-    out[:, 0], out[:, -1] = out[:, 1], out[:, -2]
-    return out
+    if edge_aware:
+        guess = torch.where((left - right).abs() > (down - up).abs(), vert, horiz)
+    else:
+        guess = (up + down + left + right + 2) >> 2
+    row_colour, other = torch.where(green, horiz, c), torch.where(green, vert, diag)
+    r, b = torch.where(blue_row, other, row_colour), torch.where(blue_row, row_colour, other)
+    g = torch.where(green, c, guess)
+    return _edges_repeated(torch.stack([r, g, b], -1)).to(raw.dtype)  # (CUDA indexes no uint16)
 
 
-_DEBAYER_ALGORITHMS = ("default", "bilinear_ocv", "default_npp")
+_R2Y, _G2Y, _B2Y = 4899, 9617, 1868  # OpenCV's luma weights, in 1/16384
+
+
+def bayer_gray(raw, blue):
+    """OpenCV's Bayer -> gray of [N, H, W] images into [N, H, W, 1]: the luma of each pixel's bilinear
+    colours, in 14-bit fixed point, rounded; borders as demosaiced."""
+    n, h, w = raw.shape
+    if h < 3 or w < 3:
+        return raw.new_zeros(n, h, w, 1)
+    at = _Window(raw.to(torch.int64), 1)
+    green, blue_row = _bayer_sites(blue, h, w, raw.device)
+    green, blue_row = at(0, 0, green), blue_row[:, 1:-1]
+    row_w = torch.where(blue_row, _B2Y, _R2Y)  # the weight of the colour of the row's other sensors
+    col_w = _B2Y + _R2Y - row_w
+    c, vert, horiz = at(0, 0), at(-1, 0) + at(1, 0), at(0, -1) + at(0, 1)
+    corners = at(-1, -1) + at(-1, 1) + at(1, -1) + at(1, 1)
+    gray = torch.where(green, (vert * col_w + horiz * row_w + c * (2 * _G2Y) + (1 << 14)) >> 15,
+                       (corners * col_w + (vert + horiz) * _G2Y + c * (4 * row_w) + (1 << 15)) >> 16)
+    return _edges_repeated(gray[..., None]).to(raw.dtype)
+
+
+# OpenCV's VNG divides by 2 * (directions used) with these float32 factors in its plain C++ code, by
+# 0.5f / n in its SSE code (which differs for 7 directions, and rounds some halves the other way)
+_VNG_SCALES = torch.tensor([0, 0.5, 0.25, 0.1666666666667, 0.125, 0.1, 0.08333333333, 0.0714286, 0.0625],
+                           dtype=torch.float32)
+_AXES = ((-1, 0), (1, 0), (0, -1), (0, 1))
+_NEIGHBOURS = ((-1, -1), (-1, 0), (-1, 1), (0, -1), (0, 1), (1, -1), (1, 0), (1, 1))
+_DIAGONALS = ((-1, 1), (1, -1), (-1, -1), (1, 1))
+
+
+def vng_demosaiced(raw, blue):
+    """OpenCV's Variable Number of Gradients demosaicing of uint8 [N, H, W] Bayer images into RGB
+    [N, H, W, 3], over the image extended by 2 pixels mirrored about its edges (reflect-101): each
+    pixel's 8 directional gradients pick the directions under (min + max / 2) of the smallest; the
+    missing colours are its own plus the mean colour differences along them. Images under 8 pixels
+    a side are demosaiced bilinearly (as OpenCV does)."""
+    h, w = raw.shape[1:]
+    if min(h, w) < 8:
+        return demosaiced(raw, blue)
+    rows = _reflect101(torch.arange(-2, h + 2, device=raw.device), h)
+    cols = _reflect101(torch.arange(-2, w + 2, device=raw.device), w)
+    at = _Window(raw.to(torch.int16)[:, rows][:, :, cols], 2)  # all sums fit in int16
+    green, blue_row = _bayer_sites(blue, h, w, raw.device)
+    used = _vng_directions(at, green)
+    own, mid, third = _vng_sums(at, green, used)
+    count = sum(u.to(torch.int64) for u in used)
+    simd_scale = torch.tensor(0.5, dtype=torch.float32, device=raw.device) / count.to(torch.float32)
+    scale = torch.where(_vng_simd_columns(green, w + 4), simd_scale, _VNG_SCALES.to(raw.device)[count])
+    c, base = at(0, 0), torch.where(green, mid, own)
+
+    def step(total):
+        return (c + torch.round((total - base).to(torch.float32) * scale).to(torch.int32)).clamp(0, 255)
+    row_colour, g, other = torch.where(green, step(own), c), torch.where(green, c, step(mid)), step(third)
+    r, b = torch.where(blue_row, other, row_colour), torch.where(blue_row, row_colour, other)
+    return torch.stack([r, g, b], -1).to(raw.dtype)
+
+
+def _vng_directions(at, green):
+    """Which of VNG's 8 directions (_AXES, then _DIAGONALS) each pixel uses: those whose gradient is
+    under min + max(max // 2, 1), the gradients summed from OpenCV's per-pixel parts."""
+    ring = _Window(at.x, 1)  # the parts cover the pixels and a ring of 1 around them
+    s1, s2, s3, s4, s6, s7, s8, s9 = (ring(dy, dx) for dy, dx in _NEIGHBOURS)
+
+    def d(a, b):
+        return (a - b).abs()
+    vertical, horizontal = d(s1, s7) + 2 * d(s2, s8) + d(s3, s9), d(s1, s3) + 2 * d(s4, s6) + d(s7, s9)
+    anti, diag = 2 * d(s3, s7), 2 * d(s1, s9)
+    anti_cross, diag_cross = anti + d(s2, s4) + d(s6, s8), diag + d(s2, s6) + d(s4, s8)
+    near = _Window(None, 1)
+    grads = []
+    for dy, dx in _AXES:
+        p = vertical if dx == 0 else horizontal
+        grads.append(near(0, 0, p) + near(dy, dx, p))
+    for dy, dx in _DIAGONALS:
+        p, q = (anti, anti_cross) if dy != dx else (diag, diag_cross)
+        grads.append(torch.where(green, near(0, 0, p) + near(dy, 0, p) + near(0, dx, p) + near(dy, dx, p),
+                                 near(0, 0, q) + near(dy, dx, q)))
+    low, high = grads[0], grads[0]
+    for grad in grads[1:]:
+        low, high = torch.minimum(low, grad), torch.maximum(high, grad)
+    threshold = low + (high // 2).clamp(min=1)
+    return [grad < threshold for grad in grads]
+
+
+def _vng_sums(at, green, used):
+    """VNG's colour sums over the used directions: (own colour (at green: the colour of the row's
+    other sensors), green, the third colour), each direction adding 2 values of each colour."""
+    c, ring = at(0, 0), _Window(at.x, 1)
+    green_x2 = _Window((ring(-1, 0) + ring(0, -1) + ring(0, 1) + ring(1, 0)) >> 1, 1)  # cross sums / 2
+    sums = [torch.zeros_like(c) for _ in range(3)]
+    for k, (dy, dx) in enumerate(_AXES + _DIAGONALS):
+        far, near = at(2 * dy, 2 * dx) + c, 2 * at(dy, dx)
+        if k < 4:
+            px, py = dx, dy  # the perpendicular, as (dy, dx) = (px, py)
+            pair = at(dy + px, dx + py) + at(dy - px, dx - py)
+            far_pair = at(2 * dy + px, 2 * dx + py) + at(2 * dy - px, 2 * dx - py)
+            at_colour = (far, near, pair)
+            at_green = (near, far, far_pair) if dy == 0 else (far_pair, far, near)
+        else:
+            at_colour = (far, green_x2(dy, dx), near)
+            at_green = (at(2 * dy, dx) + at(0, dx), near, at(dy, 0) + at(dy, 2 * dx))
+        for acc, a, b in zip(sums, at_colour, at_green):
+            acc += torch.where(used[k], torch.where(green, b, a), 0)
+    return sums
+
+
+def _vng_simd_columns(green, w):
+    """Which pixels of each row OpenCV's SSE code computes (`w`: the extended width; the image
+    starts at its column 2): 8 at a time from the row's first red or blue pixel while 8 more
+    columns follow them."""
+    first = 2 + green[:, :, :1].to(torch.int64)
+    chunks = ((w - 10 - first) // 8 + 1).clamp(min=0)
+    cols = torch.arange(2, w - 2, device=green.device)
+    return (cols >= first) & (cols < first + 8 * chunks)
+
+
+_DEMOSAICS = {"default": demosaiced, "bilinear_ocv": demosaiced, "default_npp": demosaiced,
+              "edgeaware_ocv": lambda raw, blue: demosaiced(raw, blue, edge_aware=True),
+              "vng_ocv": vng_demosaiced, "gray_ocv": bayer_gray}
 
 
 @register("debayer", devices=("cpu", "gpu"), inputs=(1, 1), deprecated_names=("experimental.debayer",), args=[
     Arg("blue_position", INTS, REQUIRED, "(y, x) of the blue sensor in the 2x2 Bayer tile that starts at the "
         "second row and column: (0, 0) BGGR, (0, 1) GBRG, (1, 0) GRBG, (1, 1) RGGB (OpenCV's names).",
         per_sample=True, per_frame=True, check=_blue_position_check),
-    Arg("algorithm", STR, "default", "Interpolation: 'default' or 'bilinear_ocv' (OpenCV's bilinear "
-        "demosaicing), or on the GPU 'default_npp' (computed as bilinear_ocv here).", choices=_DEBAYER_ALGORITHMS)])
+    Arg("algorithm", STR, "default", "Interpolation, as DALI's CPU operator does it with OpenCV: 'default' or "
+        "'bilinear_ocv' (bilinear), 'edgeaware_ocv' (bilinear, green along the smaller gradient), 'vng_ocv' "
+        "(Variable Number of Gradients; uint8 only) or 'gray_ocv' (the bilinear colours' luma: 1 channel); "
+        "'default_npp' on the GPU only (computed as bilinear_ocv). All of them run on both devices here, "
+        "where DALI's GPU operator takes only 'default' and 'default_npp' (NPP's bilinear).",
+        choices=tuple(_DEMOSAICS))])
 class Debayer(Operator):
     """Demosaics single-channel uint8 / uint16 Bayer images (HW, HWC with one channel, or
-    sequences of them) into RGB (HWC) by bilinear interpolation, as OpenCV does."""
+    sequences of them) into RGB (HWC), or gray with 'gray_ocv', as OpenCV does."""
 
     def plan(self, inputs):
         spec = inputs[0]
         _check_layout(self, spec.layout, ("", "HW", "HWC", "FHW", "FHWC"))
-        if self.spec.args["algorithm"] == "default_npp" and self.spec.device == "cpu":
+        algorithm = self.spec.args["algorithm"]
+        if algorithm == "default_npp" and self.spec.device == "cpu":
             raise self.error("algorithm 'default_npp' is not supported on the CPU; use 'default' or 'bilinear_ocv'",
                              ValueError)
-        if spec.dtype is not None and spec.dtype not in (torch.uint8, torch.uint16):
-            raise self._type_error(spec.dtype)
-        return [BatchSpec(spec.device, spec.dtype, 3, "HWC")], frame_by_frame(self, self.step)
+        if spec.dtype is not None:
+            self._check_type(spec.dtype)
+        self.demosaic = _DEMOSAICS[algorithm]
+        channels = 1 if algorithm == "gray_ocv" else 3
+        return [BatchSpec(spec.device, spec.dtype, channels, "HWC")], frame_by_frame(self, self.step)
 
-    def _type_error(self, dtype):
-        return self.error(f"input type {types.to_dali_type(dtype)} is not supported; give uint8 or uint16 images",
-                          TypeError)
+    def _check_type(self, dtype):
+        vng = self.spec.args["algorithm"] == "vng_ocv"
+        if dtype not in ((torch.uint8,) if vng else (torch.uint8, torch.uint16)):
+            wanted = "uint8 images (algorithm 'vng_ocv')" if vng else "uint8 or uint16 images"
+            raise self.error(f"input type {types.to_dali_type(dtype)} is not supported; give {wanted}", TypeError)
 
     def step(self, inputs, args, ctx):
         batch = inputs[0]
         if not len(batch):
             return [TensorList.make([], "HWC", device=batch.device)]
-        if types.to_torch_type(batch.dtype) not in (torch.uint8, torch.uint16):
-            raise self._type_error(types.to_torch_type(batch.dtype))
+        self._check_type(types.to_torch_type(batch.dtype))
         self._check_shapes(sample_shapes(self, batch))
         blue = args.rows("blue_position", len(batch)).astype(np.int64)
         dense = batch.dense_tensor()
         if dense is not None:
-            return [TensorList.make(demosaiced(dense.reshape(dense.shape[:3]), blue), "HWC", device=batch.device)]
-        samples = [demosaiced(s.reshape((1,) + s.shape[:2]), blue[i:i + 1])[0]
+            return [TensorList.make(self.demosaic(dense.reshape(dense.shape[:3]), blue), "HWC", device=batch.device)]
+        samples = [self.demosaic(s.reshape((1,) + s.shape[:2]), blue[i:i + 1])[0]
                    for i, s in enumerate(batch.as_torch_list())]
         return [TensorList.make(samples, "HWC", device=batch.device)]
 
