@@ -7,3 +7,4 @@ from . import bbox_rotate, region_crops  # noqa: F401
 from . import multi_paste, tensor_resize, resize_crop_mirror  # noqa: F401
 from . import coco, sequences  # noqa: F401
 from . import shapes, constants, reductions, noise, erase, color_spaces, image_filters, remap, dump  # noqa: F401
+from . import inflate, ssd_crop  # noqa: F401
