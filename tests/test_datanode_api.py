@@ -172,10 +172,14 @@ def test_newaxis_is_exported_where_dali_has_it():
     assert torchdali.newaxis("W").name == "W" and torchdali.newaxis.name is None
 
 
-def test_cpu_of_cpu_data_is_itself_and_gpu_data_is_refused():
+def test_cpu_of_cpu_data_is_itself_and_gpu_data_needs_the_dynamic_executor():
     with torchdali.Pipeline(batch_size=1, num_threads=1, device_id=0):
         x = torchdali.fn.external_source(lambda: GRID[:1], batch=True)
         assert x.cpu() is x
+        back = x.gpu().cpu()  # tests/test_gpu_to_cpu.py runs such copies
+        assert back.device == "cpu" and back.source.schema.name == "_to_cpu"
+    with torchdali.Pipeline(batch_size=1, num_threads=1, device_id=0, exec_dynamic=False):
+        x = torchdali.fn.external_source(lambda: GRID[:1], batch=True)
         with pytest.raises(RuntimeError, match="doesn't support transition from GPU to CPU"):
             x.gpu().cpu()
 

@@ -23,7 +23,7 @@ def test_gpu_transfer_and_gpu_operators(exec_async):
         x = fn.external_source(lambda i: np.full((4, 2, 3), i, np.float32), layout="HW")
         g = x.gpu()
         scale = fn.random.uniform(range=(1.0, 2.0))
-        return g * 2 + 1, fn.cast(g, dtype=types.UINT8), x, g.shape(), scale, g[0]
+        return g * 2 + 1, fn.cast(g, dtype=types.UINT8), x, g.shape(device="gpu"), scale, g[0]
 
     p = pipe()
     for i in range(3):

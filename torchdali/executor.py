@@ -7,6 +7,17 @@ operators follow them: a decode stage. With `exec_pipelined` and `exec_async`, a
 stage works ahead of the caller, up to `prefetch_queue_depth` iterations, so the CPU stage
 of the next batches and the decoding of the next batch overlap the GPU stage of the current
 one.
+
+GPU data copied back to the host (`DataNode.cpu()`, the `_to_cpu` operator) makes the graph
+run in phases: every operator gets the first phase of the sequence cpu, mixed, gpu, cpu,
+mixed, gpu, ... (phase 0, 1, 2, 3, ...) that comes at or after the phases of its inputs and
+argument inputs and runs on its device, so an operator that reads a copy runs a round
+later than the GPU work the copy waits for (`phases`). Round 0 (phases 0-2) are the three
+stages above; the later rounds run, phase by phase in topological order, in the GPU stage
+after round 0's GPU operators: their CPU operators on the host (with the thread pool),
+their mixed and GPU operators on the pipeline's stream. `_to_cpu` copies a batch in one
+transfer on that stream and waits for it, so what reads the copy reads it whole. A graph
+without such a copy has round 0 only: the plan and the stage threads are what they were.
 """
 import atexit
 import collections
@@ -18,7 +29,7 @@ import weakref
 import numpy as np
 import torch
 
-from .graph import topological_order
+from .graph import check_gpu_to_cpu, topological_order
 from .stats import MemoryStats
 from .errors import OperatorError
 from .fusion import fuse_steps
@@ -28,6 +39,38 @@ from .tensor_list import TensorList
 from .workers import WorkerDied
 
 _STAGE_RANK = {"cpu": 0, "mixed": 1, "gpu": 2}
+_ROUND = len(_STAGE_RANK)  # phases per round: cpu, mixed, gpu
+
+
+def phases(order):
+    """{node id: phase} of OpNodes in topological order: the first phase, at or after those
+    of the node's inputs, whose stage (phase % 3: cpu, mixed, gpu) is the node's device. Only
+    `_to_cpu` (a GPU operator with CPU outputs) leads to a phase past 2."""
+    phase = {}
+    for node in order:
+        after = max((phase[x.source.id] for x in (*node.inputs, *node.arg_inputs.values())), default=0)
+        rank = _STAGE_RANK[node.device]
+        phase[node.id] = after + (rank - after) % _ROUND
+    return phase
+
+
+def execution_order(outputs, sinks=()):
+    """The OpNodes to run (those reachable from `outputs` and `sinks`) and their phases: the
+    nodes sorted by phase, sources first within one (they set the batch size), else in
+    topological order."""
+    order = topological_order(outputs, sinks)
+    phase = phases(order)
+    order.sort(key=lambda n: (phase[n.id], 0 if n.schema.impl.is_source and not n.inputs else 1))
+    return order, phase
+
+
+def split_stages(steps):
+    """(cpu, mixed, gpu) stage steps of planned steps in execution order: round 0's by their
+    stage, and every later round's steps, in order, after round 0's GPU steps."""
+    first = [s for s in steps if s.phase < _ROUND]
+    later = [s for s in steps if s.phase >= _ROUND]
+    return tuple([s for s in first if s.stage == stage] for stage in ("cpu", "mixed")) + \
+        ([s for s in first if s.stage == "gpu"] + later,)
 
 
 class Step:
@@ -41,6 +84,7 @@ class Step:
         self.inputs = [(x.source.id, x.index) for x in node.inputs]
         self.arg_inputs = {k: (x.source.id, x.index) for k, x in node.arg_inputs.items()}
         self.stage = node.device  # where it runs: its device's stage, or a fused partner's (fusion.py)
+        self.phase = _STAGE_RANK[node.device]  # see `phases`; set by the Executor
         self.passes_on = False  # returns its input, which a fused partner made (fusion.py)
         self.finishes_later = False  # may leave its outputs to the GPU stage to finish (Executor)
 
@@ -101,9 +145,10 @@ class Executor:
         self.max_batch_size = pipe.max_batch_size
         self.checkpointing = pipe.config.enable_checkpointing
         self.outputs = [(x.source.id, x.index) for x in outputs]
-        order = topological_order(outputs, sinks)
-        # Stable sort: every edge goes from an earlier or equal stage, so order holds.
-        order.sort(key=lambda n: (_STAGE_RANK[n.device], 0 if n.schema.impl.is_source and not n.inputs else 1))
+        order, phase = execution_order(outputs, sinks)
+        for node in order:  # as in DALI: checked when the pipeline is built if not when defined
+            if node.schema.name == "_to_cpu":
+                check_gpu_to_cpu(pipe.config, node.inputs[0])
         # Seeds come from each operator's rank among the user's operators: graph plumbing
         # (.gpu(), constants, arithmetic) doesn't shift them, so moving a pipeline's
         # operators to the GPU keeps its random numbers.
@@ -117,6 +162,7 @@ class Executor:
             outs, run = plan_operator(impl, [specs[(x.source.id, x.index)] for x in node.inputs])
             specs.update(((node.id, i), o) for i, o in enumerate(outs))
             step = Step(node, impl, run)
+            step.phase = phase[node.id]
             # Names that are the same for every instance of one definition (checkpoints).
             step.key = node.args.get("name") or f"{node.schema.name}#{rank[node.id]}"
             self.steps.append(step)
@@ -125,9 +171,8 @@ class Executor:
         if repeated:  # as DALI: names identify operators (feed_input, readers, checkpoints)
             raise RuntimeError(f"the pipeline is invalid because operator names are not unique: {repeated}")
         fuse_steps(self.steps, self.outputs)
-        self.cpu_steps = [s for s in self.steps if s.stage == "cpu"]
-        self.mixed_steps = [s for s in self.steps if s.stage == "mixed"]
-        self.gpu_steps = [s for s in self.steps if s.stage == "gpu"]
+        # The GPU stage's steps include the later rounds' (see `phases`).
+        self.cpu_steps, self.mixed_steps, self.gpu_steps = split_stages(self.steps)
         self.uses_gpu = bool(self.mixed_steps or self.gpu_steps) or any(x.device == "gpu" for x in outputs)
         # Decoding on its own stream (and thread) pays when GPU operators follow it.
         self.decode_stage = bool(self.mixed_steps) and bool(self.gpu_steps)

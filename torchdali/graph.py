@@ -85,29 +85,40 @@ class DataNode:
         return call_operator("_to_gpu", [self], {"device": "mixed"})
 
     def cpu(self):
-        """This batch on the CPU: itself for CPU data. GPU data can't be moved back to the CPU
-        inside a torchdali pipeline (its executor runs the CPU stage before the GPU stage);
-        copy the outputs with as_cpu() instead."""
+        """This batch on the CPU: itself for CPU data. GPU data is copied to the host (one
+        transfer per batch), so that CPU operators can take it, as in DALI 2.4: this needs the
+        dynamic executor (`exec_dynamic`, the default where `exec_async` and `exec_pipelined`
+        are on and the prefetch queues are not separated); other pipelines refuse it, here
+        when a pipeline is current, else when the pipeline is built. The operators that depend
+        on the copy run after the GPU work it waits for (see torchdali.executor)."""
         if self.device == "cpu":
             return self
-        raise RuntimeError(f"{self.name}: this pipeline doesn't support transition from GPU to CPU "
-                           f"({_describe(self)} is GPU data); copy the pipeline's outputs with as_cpu()")
+        pipe = _current.pipeline()
+        if pipe is not None:
+            check_gpu_to_cpu(pipe.config, self)
+        return call_operator("_to_cpu", [self], {"device": "gpu"})
+
+    def _on(self, device):
+        """This batch moved to `device` ("cpu" or "gpu")."""
+        return self.cpu() if device == "cpu" else self.gpu()
 
     def shape(self, *, dtype=None, device="cpu", arg_dtype=None):
-        """The per-sample shape of this batch, as a new DataNode (int64 unless `dtype`)."""
+        """The per-sample shape of this batch, as a new DataNode (int64 unless `dtype`) on
+        `device`; on the CPU, the shapes of GPU data need what .cpu() needs."""
         dtype = dtype if dtype is not None else arg_dtype
         kwargs = {"device": device} if self.device == "cpu" else {"device": "gpu"}
         out = call_operator("_shapes", [self], dict(kwargs, **({"dtype": dtype} if dtype is not None else {})))
-        return out.gpu() if device == "gpu" and out.device == "cpu" else out
+        return out._on(device)
 
     def source_info(self, *, device="cpu"):
         """The file name or position each sample came from (uint8 1D per sample)."""
         return self.property("source_info", device=device)
 
     def property(self, key, *, device="cpu"):
-        """Metadata of each sample: "source_info" or "layout", as 1D uint8 tensors."""
+        """Metadata of each sample: "source_info" or "layout", as 1D uint8 tensors on `device`;
+        on the CPU, those of GPU data need what .cpu() needs."""
         out = call_operator("get_property", [self], {"key": key, "device": "cpu" if self.device == "cpu" else "gpu"})
-        return out.gpu() if device == "gpu" and out.device == "cpu" else out
+        return out._on(device)
 
     meta = property
 
@@ -212,7 +223,8 @@ class OpNode:
         self.arg_inputs = arg_inputs  # dict[str, DataNode]
         self.in_branch = False  # runs on a per-sample conditional's part of the batch
         self.name = name or f"__{schema.fn_name}_{self.id}"
-        out_device = "gpu" if device in ("gpu", "mixed") else "cpu"
+        # `_to_cpu` (DataNode.cpu()) runs with the GPU operators but gives CPU data.
+        out_device = "gpu" if device in ("gpu", "mixed") and schema.name != "_to_cpu" else "cpu"
         self.outputs = [DataNode(f"{self.name}[{i}]", out_device, self, i) for i in range(num_outputs)]
 
     @property
@@ -226,8 +238,8 @@ class OpNode:
 def _describe(node):
     """Who produced a DataNode, for error messages."""
     op = node.source
-    if op.schema.name == "_to_gpu":
-        return f".gpu() of {_describe(op.inputs[0])}"
+    if op.schema.name in ("_to_gpu", "_to_cpu"):
+        return f".{op.schema.name[4:]}() of {_describe(op.inputs[0])}"
     return f"output {node.index} of {op.schema.name} '{op.name}'"
 
 
@@ -323,17 +335,18 @@ def _resolve_device(schema, device, inputs):
 
 
 def _check_call(schema, device, inputs, arg_inputs, kwargs):
-    """The stage rules (no GPU data into CPU or mixed operators, argument inputs from the
-    CPU, GPU operators only in pipelines with a GPU) and the checked constant arguments."""
+    """The stage rules (no GPU data into CPU or mixed operators, argument inputs on the
+    CPU, GPU operators only in pipelines with a GPU) and the checked constant arguments.
+    As in DALI, GPU data reaches a CPU operator only through an explicit .cpu()."""
     for i, x in enumerate(inputs):
         if isinstance(x, DataNode) and x.device == "gpu" and device in ("cpu", "mixed"):
             raise ValueError(
                 f"{schema.name}: the {device.upper()} operator cannot take GPU data as input {i} "
-                f"({_describe(x)}); data can't move from the GPU back to the CPU")
+                f"({_describe(x)}); copy it to the CPU with .cpu() first")
     for key, node in arg_inputs.items():
         if node.device != "cpu":
             raise ValueError(f"{schema.name}: argument input '{key}' ('{node.name}') is GPU data; "
-                             "argument inputs must come from CPU operators")
+                             "argument inputs must be CPU data (copy it with .cpu())")
     args = schema.check_args({k: v for k, v in kwargs.items() if k not in arg_inputs}, arg_inputs)
     args["device"] = device
     pipe = _current.pipeline()
@@ -341,6 +354,22 @@ def _check_call(schema, device, inputs, arg_inputs, kwargs):
         raise ValueError(f"{schema.name}: device '{device}' needs a GPU, but the pipeline was "
                          "created with device_id=None (CPU only)")
     return args
+
+
+def check_gpu_to_cpu(config, data):
+    """DALI's rule for moving GPU DataNode `data` to the CPU (`DataNode.cpu()`, and shape()
+    or property() of GPU data on the CPU): only the dynamic executor allows it. `config`: the
+    pipeline's PipelineConfig."""
+    if config.exec_dynamic:
+        return
+    if config.exec_separated:
+        reason = "separated CPU/GPU prefetch queues (prefetch_queue_depth as a dict) rule out"
+    elif not (config.exec_async and config.exec_pipelined):
+        reason = "is off by default without exec_async and exec_pipelined (pass exec_dynamic=True)"
+    else:
+        reason = "this pipeline turned off (exec_dynamic=False)"
+    raise RuntimeError(f"{data.name}: this pipeline doesn't support transition from GPU to CPU ({_describe(data)} "
+                       f"is GPU data): GPU->CPU transitions need the dynamic executor (exec_dynamic), which {reason}")
 
 
 def topological_order(outputs, sinks=()):
@@ -369,6 +398,8 @@ def arithmetic(op, *operands):
     if not nodes:
         raise TypeError(f"math.{op}: at least one operand must be a DataNode")
     scalars = tuple((i, _scalar_operand(op, x)) for i, x in enumerate(operands) if not isinstance(x, DataNode))
+    if any(x.device == "gpu" for x in nodes):  # as DALI: CPU operands of GPU data go to the GPU
+        nodes = [x.gpu() for x in nodes]
     return call_operator("_arithmetic", nodes, {"op": op, "scalars": scalars})
 
 

@@ -1,4 +1,4 @@
-"""Graph plumbing behind DataNode's methods: constants, `.gpu()`, `shape()`,
+"""Graph plumbing behind DataNode's methods: constants, `.gpu()`, `.cpu()`, `shape()`,
 `property()` (the public `get_property`) and Python indexing."""
 import numpy as np
 import torch
@@ -67,6 +67,45 @@ def _upload(batch, device):
     except (ValueError, TypeError):  # samples of different ndim or dtype: one copy each
         return TensorList.make([s.pin_memory().to(device, non_blocking=True) for s in samples], **same)
     return TensorList.from_flat(staged.to(device, non_blocking=True), shapes.numpy(), **same)
+
+
+@register("_to_cpu", devices=("gpu",), inputs=(1, 1), internal=True)
+class ToCpu(Operator):
+    """Copy a GPU batch to the host (`DataNode.cpu()`) in one transfer on the current stream
+    (the pipeline's), into pinned memory, and wait for it: CPU operators read the batch next.
+    The node runs in the GPU stage; its output is CPU data (graph.OpNode)."""
+
+    def plan(self, inputs):
+        spec = inputs[0]
+        return [BatchSpec("cpu", spec.dtype, spec.ndim, spec.layout)], self.step
+
+    def step(self, inputs, args, ctx):
+        batch = inputs[0]
+        if not len(batch):
+            return [TensorList.make([], batch.layout(), device="cpu", source_info=batch.source_info)]
+        return [_download(batch)]
+
+
+def _download(batch):
+    """The GPU batch in host memory: its samples gathered back to back on the GPU (no copy
+    for a dense batch or one held flat), copied at once, then waited for."""
+    same = dict(layout=batch.layout(), device="cpu", source_info=batch.source_info)
+    stream = torch.cuda.current_stream(batch.buffers()[0].device)
+    try:
+        flat, shapes = batch.flat()
+    except ValueError:  # samples of different ndim: one copy each
+        samples = [_to_pinned(s) for s in batch.as_torch_list()]
+        stream.synchronize()
+        return TensorList.make(samples, **same)
+    host = _to_pinned(flat)
+    stream.synchronize()
+    return TensorList.from_flat(host, shapes, **same)
+
+
+def _to_pinned(t):
+    """A pinned host tensor that `t` (on the GPU) is being copied into, asynchronously."""
+    host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+    return host.copy_(t, non_blocking=True)
 
 
 @register("_shapes", devices=("cpu", "gpu"), inputs=(1, 1), internal=True, deprecated_names=("shapes",),

@@ -20,7 +20,7 @@ class Pipeline:
                  prefetch_queue_depth=2, exec_async=True, bytes_per_sample=0, set_affinity=False,
                  max_streams=None, default_cuda_stream_priority=None, *, enable_memory_stats=False,
                  enable_checkpointing=False, checkpoint=None, py_num_workers=1, py_start_method="fork",
-                 py_callback_pickler=None, output_dtype=None, output_ndim=None, exec_dynamic=False,
+                 py_callback_pickler=None, output_dtype=None, output_ndim=None, exec_dynamic=None,
                  experimental_exec_dynamic=None):
         if max_streams is not None and max_streams != -1:
             warnings.warn("max_streams is deprecated and has no effect", DeprecationWarning, stacklevel=2)
@@ -239,7 +239,7 @@ class Pipeline:
         self._ensure_graph(define_graph)
         outputs = self.definition.outputs
         self._output_declarations()
-        if any(x.device == "gpu" for x in outputs) or any(n.device != "cpu" for n in self.definition.sinks):
+        if any(n.device != "cpu" for n in topological_order(outputs, self.definition.sinks)):
             if self.device_id is None:
                 raise RuntimeError("the pipeline has GPU operators but no GPU: pass a device_id "
                                    "(or device_id=None only for CPU-only pipelines)")

@@ -17,8 +17,10 @@ STORED = ("batch_size", "num_threads", "device_id", "seed", "exec_pipelined", "e
 
 @dataclasses.dataclass
 class PipelineConfig:
-    """See `Pipeline`'s arguments. exec_dynamic is accepted and kept: torchdali's executor
-    is the same either way (as DALI's dynamic executor, it then keeps no memory statistics)."""
+    """See `Pipeline`'s arguments. exec_dynamic, as in DALI 2.4, is on unless given False, or
+    unless exec_async or exec_pipelined is off or the prefetch queues are separated; it allows
+    moving GPU data to the CPU (DataNode.cpu()) and, as DALI's dynamic executor, keeps no
+    memory statistics. torchdali's executor is otherwise the same either way."""
 
     batch_size: int = -1
     num_threads: int = -1
@@ -36,7 +38,7 @@ class PipelineConfig:
     py_callback_pickler: Any = None
     output_dtype: Any = None
     output_ndim: Any = None
-    exec_dynamic: bool = False
+    exec_dynamic: Optional[bool] = None  # None: on where the other arguments allow it
     # What follows from the arguments.
     seed_value: int = dataclasses.field(init=False)
     cpu_queue: int = dataclasses.field(init=False)
@@ -45,7 +47,7 @@ class PipelineConfig:
 
     def __post_init__(self):
         self.exec_pipelined, self.exec_async = bool(self.exec_pipelined), bool(self.exec_async)
-        self.exec_dynamic, self.enable_checkpointing = bool(self.exec_dynamic), bool(self.enable_checkpointing)
+        self.enable_checkpointing = bool(self.enable_checkpointing)
         self.seed_value = int(self.seed) if self.seed is not None and self.seed >= 0 else \
             int(np.random.SeedSequence().generate_state(1)[0] & 0x7FFFFFFF)
         depth = self.prefetch_queue_depth
@@ -64,6 +66,9 @@ class PipelineConfig:
             self.exec_separated = False
         else:
             raise TypeError(f"Pipeline: prefetch_queue_depth must be an int or a dict, got {depth!r}")
+        if self.exec_dynamic is None:
+            self.exec_dynamic = self.exec_async and self.exec_pipelined and not self.exec_separated
+        self.exec_dynamic = bool(self.exec_dynamic)
         if self.cpu_queue < 1 or self.gpu_queue < 1:
             raise ValueError("Pipeline: prefetch_queue_depth must be at least 1")
         if self.py_start_method not in ("fork", "spawn"):
