@@ -1,6 +1,7 @@
 """DataNode arithmetic and torchdali.math: values against NumPy, types against DALI's rules."""
 import numpy as np
 import pytest
+import torch
 
 import torchdali as dali
 from torchdali import fn, pipeline_def, types
@@ -154,3 +155,45 @@ def test_index_out_of_range_is_an_error():
 
     with pytest.raises(IndexError, match="index 5 is out of range"):
         pipe().run()
+
+
+def test_cpu_operands_of_gpu_data_move_to_the_gpu():
+    """As in DALI, a CPU operand of an operation with GPU data is copied to the GPU (.gpu()),
+    so the operation runs on the GPU over operands on one device."""
+    gpu = fn.external_source(name="g", device="gpu", dtype=types.UINT8, ndim=1)
+    cpu = fn.external_source(name="c", dtype=types.UINT8, ndim=1)
+    for out in (gpu + cpu, cpu * gpu, dali.math.clamp(cpu, gpu, cpu)):
+        assert out.device == "gpu"
+        assert [x.device for x in out.source.inputs] == ["gpu"] * len(out.source.inputs)
+        assert any(x.source.schema.name == "_to_gpu" for x in out.source.inputs)
+    assert (cpu + cpu).device == "cpu"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cpu_operand_of_gpu_data_runs():
+    @pipeline_def(batch_size=2, num_threads=1, device_id=0)
+    def pipe():
+        x = fn.external_source(source=lambda: [np.arange(5, dtype=np.uint8), np.arange(3, dtype=np.uint8)],
+                               device="gpu")
+        w = fn.external_source(source=lambda: [np.array(2, np.uint8), np.array(3, np.uint8)])
+        return x * w
+
+    out, = pipe().run()
+    assert [t.tolist() for t in out.as_cpu()] == [[0, 2, 4, 6, 8], [0, 3, 6]]
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.int8])
+def test_comparisons_with_a_wider_per_sample_scalar(dtype):
+    """Compared in the operands' common type: torch alone would cast the 0-d int32 operand to
+    the data's type (256 as uint8 is 0)."""
+    data = np.array([0, 100, 127], dtype)
+
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def pipe():
+        x = fn.external_source(lambda: [data, data])
+        t = fn.external_source(lambda: [np.int32(256), np.int32(-1)])
+        return x < t, x >= t
+
+    less, more = pipe().run()
+    assert less.at(0).tolist() == [True] * 3 and less.at(1).tolist() == [False] * 3
+    assert more.at(0).tolist() == [False] * 3 and more.at(1).tolist() == [True] * 3

@@ -93,6 +93,16 @@ def result_type(op, dtypes):
     return t
 
 
+def _compare_type(dtypes):
+    """The type comparisons compute in: the operands' common type (torch alone would cast a
+    0-d operand, a per-sample scalar, to the other's type: 256 as uint8 is 0); int64 for
+    uint16 and uint32, which torch has no comparison kernels for."""
+    t = dtypes[0]
+    for d in dtypes[1:]:
+        t = _promote(t, d)
+    return torch.int64 if t in (torch.uint16, torch.uint32) else t
+
+
 def _unsigned_op(op, operands, dtype):
     """`op` over wide unsigned operands, in int64 (same bits for ~, <<, -; a logical >>)."""
     wide = [x.view(torch.int64) if x.dtype == torch.uint64 else x.to(torch.int64) for x in operands]
@@ -128,9 +138,8 @@ class Arithmetic(Operator):
             dtype = result_type(self.op, [x.dtype for x in operands])
         except TypeError as e:
             raise self.error(str(e).removeprefix("arithmetic: "), TypeError) from None
-        compute = dtype if self.op not in _COMPARE else None
-        if compute is not None:
-            operands = [x.to(compute) for x in operands]
+        compute = dtype if self.op not in _COMPARE else _compare_type([x.dtype for x in operands])
+        operands = [x.to(compute) for x in operands]
         if self.op == "clamp":
             x, lo, hi = operands
             return torch.minimum(torch.maximum(x, lo.to(x.dtype)), hi.to(x.dtype))
