@@ -10,7 +10,8 @@ import pytest
 import torchdali
 from torchdali import fn, schema
 
-DEPRECATED = [(path, op.replacement) for op in schema.all_schemas().values() for path in op.deprecated_names]
+DEPRECATED = [(path, op.replacement) for op in schema.all_schemas().values() for path in op.deprecated_names] + \
+    [(op.name, op.replacement) for op in schema.all_schemas().values() if op.deprecated_use and not op.internal]
 OTHER_NAMES = [(path, op.name) for op in schema.all_schemas().values() for path in op.other_names]
 
 

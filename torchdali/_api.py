@@ -16,7 +16,8 @@ def make_fn(op_schema):
 
 
 def make_deprecated_fn(op_schema, path):
-    """fn.<path>: the operator under a name DALI keeps for compatibility, with DALI's warning."""
+    """fn.<path>: the operator under a name DALI keeps for compatibility (or the name of an
+    operator DALI deprecates), with DALI's warning."""
     def op(*inputs, **kwargs):
         warnings.warn(f"WARNING: `torchdali.fn.{path}` is now deprecated. Use `{op_schema.replacement}` instead.",
                       DeprecationWarning, stacklevel=2)
@@ -67,7 +68,9 @@ def populate(fn_module, ops_module):
         if op_schema.internal:
             continue
         target = _submodule(fn_module, op_schema.module_path)
-        setattr(target, op_schema.fn_name, make_fn(op_schema))
+        deprecated = op_schema.deprecated_use is not None  # the operator itself, as in DALI
+        setattr(target, op_schema.fn_name,
+                make_deprecated_fn(op_schema, op_schema.name) if deprecated else make_fn(op_schema))
         for path in op_schema.other_names:
             *modules, name = path.split(".")
             setattr(_submodule(fn_module, modules), name, make_fn(op_schema))

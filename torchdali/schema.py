@@ -159,7 +159,8 @@ class OpSchema:
     # "random.coin_flip"): a call through one warns that it is deprecated.
     deprecated_names: Tuple[str, ...] = ()
     # What the deprecation warning says to use instead, under torchdali (the operator's fn path
-    # when None; e.g. "pipeline.DataNode.shape" for fn.shapes, whose operator is internal).
+    # when None; e.g. "pipeline.DataNode.shape" for fn.shapes, whose operator is internal). Set
+    # on a public operator, the operator itself is deprecated: its own fn name warns too.
     deprecated_use: Optional[str] = None
     other_names: Tuple[str, ...] = ()  # further fn paths DALI gives the same operator (no warning)
     positional_args: Tuple[str, ...] = ()  # arguments that may be given positionally after the inputs

@@ -22,7 +22,7 @@ WINDOW_BOX_PAIRS = 1 << 20  # at most this many (window, box) pairs measured by 
 NUMPY_BITS = {torch.bfloat16: torch.int16}  # torch types NumPy lacks: copied as these bits
 
 
-@register("ssd_random_crop", inputs=(3, 3), outputs=3, aliases=("SSDRandomCrop",),
+@register("ssd_random_crop", inputs=(3, 3), outputs=3, aliases=("SSDRandomCrop",), deprecated_use="fn.random_bbox_crop",
           input_names=("images", "boxes", "labels"), args=[
     Arg("num_attempts", INT, 1, "Windows drawn for each chosen least IoU before choosing again.",
         check=lambda v: None if 0 < v <= 10**6 else "must be in [1, 1,000,000]"),
