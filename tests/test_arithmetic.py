@@ -179,7 +179,7 @@ def test_cpu_operand_of_gpu_data_runs():
         return x * w
 
     out, = pipe().run()
-    assert [t.tolist() for t in out.as_cpu()] == [[0, 2, 4, 6, 8], [0, 3, 6]]
+    assert [np.asarray(t).tolist() for t in out.as_cpu()] == [[0, 2, 4, 6, 8], [0, 3, 6]]
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.int8])

@@ -1,5 +1,5 @@
 """DataNode operators (abs, ~, <<, >>), indexing (DataNode indices and bounds, None,
-dali.newaxis, Ellipsis), .cpu(), types.Constant / ScalarConstant, Pipeline.iter_setup
+dali.newaxis, Ellipsis, which DALI 2.4 refuses), .cpu(), types.Constant / ScalarConstant, Pipeline.iter_setup
 and enable_api_check, compared with DALI on the CPU."""
 import numpy as np
 import pytest
@@ -143,8 +143,42 @@ def test_indexing_run_time_errors(build, error, message):
         run_graph(torchdali, build, GRID, extra)
 
 
+VOLUMES = [np.arange(24, dtype=np.int32).reshape(2, 3, 4), np.arange(30, dtype=np.int32).reshape(3, 5, 2)]
+ELLIPSES = [  # (index of x given newaxis, the output's layout from "HWC")
+    (lambda x, new: x[..., 1], "HW"),
+    (lambda x, new: x[1, ...], "WC"),
+    (lambda x, new: x[..., 1:3], "HWC"),
+    (lambda x, new: x[...], "HWC"),
+    (lambda x, new: x[0, ..., 1], "W"),
+    (lambda x, new: x[:, ..., :, ::-1], "HWC"),
+    (lambda x, new: x[..., new("N")], "HWCN"),
+    (lambda x, new: x[new("N"), ..., 0], "NHW"),
+    (lambda x, new: x[-1, ..., new("N"), 1], "WN"),
+]
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU"))])
+@pytest.mark.parametrize("index, layout", ELLIPSES, ids=[str(i) for i in range(len(ELLIPSES))])
+def test_ellipsis_stands_for_the_dimensions_left_out(index, layout, device):
+    """`...` (which DALI 2.4 refuses) indexes as NumPy's, the layout following the axes."""
+    got, got_layout = run_graph(torchdali, lambda x: index(x, torchdali.newaxis), VOLUMES, layout="HWC",
+                                device=device)
+    expected = [index(v, lambda name: np.newaxis) for v in VOLUMES]
+    assert_batches_equal(got, expected)
+    assert got_layout == layout
+
+
 @pytest.mark.parametrize("build, error, message", [
-    (lambda x, i: x[..., 1], NotImplementedError, "Ellipsis"),
+    (lambda x: x[..., ...], IndexError, "a single ellipsis"),
+    (lambda x: x[1, ..., 1, 1, 1], IndexError, r"too many indices \(4\) for a 3D tensor"),
+])
+def test_ellipsis_errors(build, error, message):
+    with pytest.raises(error, match=message):
+        run_graph(torchdali, build, VOLUMES, layout="HWC")
+
+
+@pytest.mark.parametrize("build, error, message", [
     (lambda x, i: x[1.5], TypeError, "not an int or a slice"),
     (lambda x, i: x[NEW(x)("C"), NEW(x)], ValueError, "for all axes or none"),
     (lambda x, i: x[NEW(x)("CD")], ValueError, "single-character"),

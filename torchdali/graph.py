@@ -125,8 +125,9 @@ class DataNode:
     # --- indexing ---
     def __getitem__(self, index):
         """Per-sample indexing as DALI's: ints (or per-sample DataNode indices) drop a dimension,
-        slices (DataNode bounds allowed) and None keep it, `dali.newaxis` inserts one."""
-        items, arg_inputs, new_axes, names = [], {}, [], []
+        slices (DataNode bounds allowed) and None keep it, `dali.newaxis` inserts one; and, where
+        DALI 2.4 refuses it, one `...` standing for the dimensions the others leave out."""
+        items, arg_inputs, names = [], {}, []
 
         def value(v, kind, position):
             if v is None or isinstance(v, (int, np.integer)):
@@ -135,14 +136,16 @@ class DataNode:
                 arg_inputs[f"{kind}_{position}"] = v
                 return f"{kind}_{position}"
             raise TypeError(f"{self.name}: index {v!r} of type {type(v).__name__} is not an int or a slice "
-                            "(nor None, dali.newaxis or a DataNode)")
+                            "(nor None, dali.newaxis, ... or a DataNode)")
 
         for item in index if isinstance(index, tuple) else (index,):
             if isinstance(item, _NewAxis):
-                new_axes.append(len(items) + len(new_axes) - sum(i[0] == "index" for i in items))
+                items.append(("newaxis",))
                 names.append(item.name)
             elif item is Ellipsis:
-                raise NotImplementedError(f"{self.name}: Ellipsis (...) in indexing is not implemented (as in DALI)")
+                if ("ellipsis",) in items:
+                    raise IndexError(f"{self.name}: an index can only have a single ellipsis (...)")
+                items.append(("ellipsis",))
             elif item is None or isinstance(item, slice):
                 item = item or slice(None)
                 position = len(items)
@@ -154,8 +157,7 @@ class DataNode:
             raise IndexError(f"{self.name}: at most {_MAX_SUBSCRIPTS} subscripts are supported, got {len(items)}")
         if any(n is not None for n in names) and any(n is None for n in names):
             raise ValueError(f"{self.name}: new axis name must be specified for all axes or none")
-        kwargs = {"spec": items, "new_axes": tuple(new_axes),
-                  "new_axis_names": "".join(names) if names and names[0] is not None else None}
+        kwargs = {"spec": items, "new_axis_names": "".join(names) if names and names[0] is not None else None}
         return call_operator("_tensor_subscript", [self], dict(kwargs, **arg_inputs))
 
     # --- arithmetic ---

@@ -195,14 +195,15 @@ _SUBSCRIPT_ARGS = [Arg(f"{kind}_{i}", INT, None, f"Per-sample {what} of subscrip
 
 
 @register("_tensor_subscript", devices=("cpu", "gpu"), inputs=(1, 1), internal=True,
-          args=[Arg("spec", ANY, schema.REQUIRED, "Subscripts: ('index', at) or ('slice', lo, hi, step); each "
-                    "value an int, None, or the name of the argument input giving it per sample."),
-                Arg("new_axes", ANY, (), "Output positions of the new axes (dali.newaxis)."),
+          args=[Arg("spec", ANY, schema.REQUIRED, "Subscripts: ('index', at), ('slice', lo, hi, step), "
+                    "('newaxis',) or ('ellipsis',); each value an int, None, or the name of the argument "
+                    "input giving it per sample."),
                 Arg("new_axis_names", ANY, None, "Layout names of the new axes, or None.")] + _SUBSCRIPT_ARGS)
 class TensorSubscript(Operator):
     """Python indexing of every sample as DALI's: an index drops its dimension (negative
     counts from the end, out of range is an error), a slice keeps it (bounds clamped, any
-    non-zero step), new axes are inserted; the values may differ per sample."""
+    non-zero step), a new axis is inserted where it stands; `...` stands for the full slices
+    of the dimensions the other subscripts leave out. The values may differ per sample."""
 
     def __init__(self, spec):
         super().__init__(spec)
@@ -211,24 +212,39 @@ class TensorSubscript(Operator):
 
     def run(self, inputs, args, ctx):
         batch = inputs[0]
-        layout = self._layout(batch.layout())
         dense = batch.dense_tensor()
         if dense is not None and not self.per_sample and len(batch):
-            return [TensorList.make(self._index(dense, args, 0, 1), layout, device=batch.device)]
-        out = [self._index(s, args, i, 0) for i, s in enumerate(batch.as_torch_list())]
-        return [TensorList.make(out, layout, device=batch.device)]
+            items = self._expanded(dense.dim() - 1, 0)
+            out = TensorList.make(self._index(dense, items, args, 0, 1), self._layout(batch.layout(), items),
+                                  device=batch.device)
+            return [out]
+        samples = batch.as_torch_list()  # of one number of dims
+        items = self._expanded(samples[0].dim() if samples else len(batch.layout()), 0)
+        out = [self._index(s, items, args, i, 0) for i, s in enumerate(samples)]
+        return [TensorList.make(out, self._layout(batch.layout(), items), device=batch.device)]
+
+    def _expanded(self, ndim, i):
+        """The subscripts for samples of `ndim` dims: `...` replaced by its full slices."""
+        used = sum(item[0] in ("index", "slice") for item in self.items)
+        if used > ndim:
+            raise self.error(f"too many indices ({used}) for a {ndim}D tensor (sample {i})", IndexError, sample=i)
+        full = [("slice", None, None, None)] * (ndim - used)
+        out = []
+        for item in self.items:
+            out += full if item[0] == "ellipsis" else [item]
+        return out
 
     def _value(self, v, args, i):
         return int(args.batch(v)[i]) if isinstance(v, str) else v
 
-    def _index(self, t, args, i, lead):
+    def _index(self, t, items, args, i, lead):
         """Sample i's subscripts applied to `t` (samples from dimension `lead` on)."""
-        ndim = t.dim() - lead
-        if len(self.items) > ndim:
-            raise self.error(f"too many indices ({len(self.items)}) for a {ndim}D tensor (sample {i})", IndexError,
-                             sample=i)
-        d = lead
-        for axis, item in enumerate(self.items):
+        d, axis = lead, 0
+        for item in items:
+            if item[0] == "newaxis":
+                t = t.unsqueeze(d)
+                d += 1
+                continue
             size = t.shape[d]
             if item[0] == "index":
                 at = self._value(item[1], args, i)
@@ -236,6 +252,7 @@ class TensorSubscript(Operator):
                     raise self.error(f"index {at} is out of range for axis {axis} of length {size} (sample {i})",
                                      IndexError, sample=i)
                 t = t.select(d, at)
+                axis += 1
                 continue
             lo, hi, step = (self._value(v, args, i) for v in item[1:])
             if step == 0:
@@ -246,18 +263,26 @@ class TensorSubscript(Operator):
             else:
                 t = t.index_select(d, torch.arange(start, stop, step, device=t.device))
             d += 1
-        for axis in self.spec.args["new_axes"]:
-            t = t.unsqueeze(lead + axis)
+            axis += 1
         return t
 
-    def _layout(self, layout):
+    def _layout(self, layout, items):
+        """The output's layout: the input's names of the kept axes, with the new axes' names (no
+        layout where the new axes have none)."""
         if not layout:
             return ""
-        dropped = {axis for axis, item in enumerate(self.items) if item[0] == "index"}
-        kept = [c for axis, c in enumerate(layout) if axis not in dropped]
-        names = self.spec.args["new_axis_names"]
-        if not self.spec.args["new_axes"]:
-            return "".join(kept)
+        names = iter(self.spec.args["new_axis_names"] or "")
+        if self.spec.args["new_axis_names"] is None and ("newaxis",) in items:
+            return ""
+        out, axis = [], 0
+        for item in items:
+            if item[0] == "newaxis":
+                out.append(next(names))
+                continue
+            if item[0] == "slice":
+                out.append(layout[axis])
+            axis += 1
+        return "".join(out) + layout[axis:]
         if names is None:
             return ""
         for axis, name in zip(self.spec.args["new_axes"], names):
