@@ -127,6 +127,21 @@ C10_HOST_DEVICE inline void warp_pixel(const Sample& s, Index x, Index y, const 
   const float qx = sx - fx0, wx = 1.f - qx, qy = sy - fy0;
   // The four taps (r0, c0), (r0, c0+1), (r0+1, c0), (r0+1, c0+1): element offsets, or -1
   // where the tap reads the border value.
+  // DALI's blend of the four taps' values, converted to the output type.
+  auto blend = [&](float t0, float t1, float t2, float t3) {
+    const float top = add(mul(t0, wx), mul(t1, qx)), bottom = add(mul(t2, wx), mul(t3, qx));
+    return cmn::convert_sat<Out>(add(top, mul(bottom - top, qy)));
+  };
+  if (c0 >= 0 && r0 >= 0 && c0 + 1 < in_w && r0 + 1 < in_h) {  // all inside: most pixels
+    const In* p = src + (r0 * in_w + c0) * ps;
+    const Index below = in_w * ps;
+    for (Index ch = 0; ch < channels; ++ch) {
+      const In* q = p + ch * cs;
+      dst[ch * ocs] = blend(static_cast<float>(q[0]), static_cast<float>(q[ps]), static_cast<float>(q[below]),
+                            static_cast<float>(q[below + ps]));
+    }
+    return;
+  }
   Index off[4];
   for (int k = 0; k < 4; ++k) {
     const Index r = r0 + (k >> 1), c = c0 + (k & 1);
@@ -142,9 +157,7 @@ C10_HOST_DEVICE inline void warp_pixel(const Sample& s, Index x, Index y, const 
     float t[4];
     for (int k = 0; k < 4; ++k)
       t[k] = off[k] < 0 ? fill[ch] : static_cast<float>(src[off[k] + ch * cs]);
-    const float top = add(mul(t[0], wx), mul(t[1], qx));
-    const float bottom = add(mul(t[2], wx), mul(t[3], qx));
-    dst[ch * ocs] = cmn::convert_sat<Out>(add(top, mul(bottom - top, qy)));
+    dst[ch * ocs] = blend(t[0], t[1], t[2], t[3]);
   }
 }
 
