@@ -149,6 +149,18 @@ def test_each_trip_to_the_host_adds_a_round():
     assert table[-1][2] == 11
 
 
+def test_shapes_of_gpu_data_are_read_on_the_host():
+    """x.shape() of GPU data is CPU data straight from the batch's metadata: no copy to wait for,
+    but what reads it still comes after the GPU operator that made x."""
+    x = fn.resize(fn.external_source(name="x", device="gpu"), size=(3, 3))
+    shape = x.shape()
+    assert shape.device == "cpu" and shape.source.schema.name == "_shapes" and shape.source.device == "gpu"
+    table = phase_table([fn.cast(shape, dtype=types.FLOAT)])
+    assert ("_to_cpu", "gpu", 2) not in table
+    assert [p for n, _, p in table if n in ("_shapes", "cast")] == [2, 3]
+    assert x.shape(device="gpu").device == "gpu"
+
+
 def without_copies():
     """Graphs of every stage without a GPU->CPU copy."""
     images, labels = decoded()
@@ -190,7 +202,8 @@ def test_the_copy_serializes_and_comes_back():
         side = fn.cast(fn.reductions.max(x).cpu(), dtype=types.FLOAT)
         pipe.set_outputs(fn.flip(x.cpu()).gpu(), fn.resize(x, resize_x=side, resize_y=side), x.shape())
     text = pipe.serialize()
-    assert text.count('"op": "_to_cpu", "device": "gpu"') == 3
+    assert text.count('"op": "_to_cpu", "device": "gpu"') == 2  # x.shape() is read on the host: no copy
+    assert text.count('"on_host": true') == 1
     params, build_graph = load(text)
     again = Pipeline(**params)
     again._define_from(build_graph)

@@ -45,7 +45,7 @@ _ROUND = len(_STAGE_RANK)  # phases per round: cpu, mixed, gpu
 def phases(order):
     """{node id: phase} of OpNodes in topological order: the first phase, at or after those
     of the node's inputs, whose stage (phase % 3: cpu, mixed, gpu) is the node's device. Only
-    `_to_cpu` (a GPU operator with CPU outputs) leads to a phase past 2."""
+    a GPU operator with CPU outputs (`_to_cpu`, host-side shapes) leads to a phase past 2."""
     phase = {}
     for node in order:
         after = max((phase[x.source.id] for x in (*node.inputs, *node.arg_inputs.values())), default=0)
@@ -147,7 +147,7 @@ class Executor:
         self.outputs = [(x.source.id, x.index) for x in outputs]
         order, phase = execution_order(outputs, sinks)
         for node in order:  # as in DALI: checked when the pipeline is built if not when defined
-            if node.schema.name == "_to_cpu":
+            if node.gives_host_data:
                 check_gpu_to_cpu(pipe.config, node.inputs[0])
         # Seeds come from each operator's rank among the user's operators: graph plumbing
         # (.gpu(), constants, arithmetic) doesn't shift them, so moving a pipeline's

@@ -104,9 +104,12 @@ class DataNode:
 
     def shape(self, *, dtype=None, device="cpu", arg_dtype=None):
         """The per-sample shape of this batch, as a new DataNode (int64 unless `dtype`) on
-        `device`; on the CPU, the shapes of GPU data need what .cpu() needs."""
+        `device`; on the CPU, the shapes of GPU data (read on the host, no copy) need what
+        .cpu() needs."""
         dtype = dtype if dtype is not None else arg_dtype
-        kwargs = {"device": device} if self.device == "cpu" else {"device": "gpu"}
+        kwargs = {"device": device} if self.device == "cpu" else {"device": "gpu", "on_host": device == "cpu"}
+        if kwargs.get("on_host") and _current.pipeline() is not None:
+            check_gpu_to_cpu(_current.pipeline().config, self)
         out = call_operator("_shapes", [self], dict(kwargs, **({"dtype": dtype} if dtype is not None else {})))
         return out._on(device)
 
@@ -225,13 +228,18 @@ class OpNode:
         self.arg_inputs = arg_inputs  # dict[str, DataNode]
         self.in_branch = False  # runs on a per-sample conditional's part of the batch
         self.name = name or f"__{schema.fn_name}_{self.id}"
-        # `_to_cpu` (DataNode.cpu()) runs with the GPU operators but gives CPU data.
-        out_device = "gpu" if device in ("gpu", "mixed") and schema.name != "_to_cpu" else "cpu"
+        out_device = "cpu" if device == "cpu" or self.gives_host_data else "gpu"
         self.outputs = [DataNode(f"{self.name}[{i}]", out_device, self, i) for i in range(num_outputs)]
 
     @property
     def stage(self):
         return self.device
+
+    @property
+    def gives_host_data(self):
+        """Runs with the GPU operators but gives CPU data: `_to_cpu` (DataNode.cpu()) and the
+        shapes of GPU data read on the host (DataNode.shape())."""
+        return self.schema.name == "_to_cpu" or (self.schema.name == "_shapes" and bool(self.args.get("on_host")))
 
     def __repr__(self):
         return f"OpNode({self.schema.name}, device={self.device!r}, name={self.name!r})"

@@ -4,7 +4,7 @@ import numpy as np
 import torch
 
 from .. import schema
-from ..schema import ANY, DTYPE, STR, Arg, register
+from ..schema import ANY, BOOL, DTYPE, STR, Arg, register
 from ..tensor_list import TensorList, to_torch_array
 from .base import BatchSpec, Operator
 
@@ -110,25 +110,28 @@ def _to_pinned(t):
 
 @register("_shapes", devices=("cpu", "gpu"), inputs=(1, 1), internal=True, deprecated_names=("shapes",),
           deprecated_use="pipeline.DataNode.shape",
-          args=[Arg("dtype", DTYPE, None, "Type of the shape values (default INT64).")])
+          args=[Arg("dtype", DTYPE, None, "Type of the shape values (default INT64)."),
+                Arg("on_host", BOOL, False, "Shapes of GPU data as CPU data: read from the batch's metadata, "
+                    "no copy or wait (graph.OpNode.gives_host_data).")])
 class Shapes(Operator):
     """The shape of each sample as a 1D tensor: one [N, ndim] batch (the samples' ndim
     may differ only in a batch given as a list, which gets one tensor each)."""
 
     def plan(self, inputs):
         self.dtype = torch.int64 if self.spec.args["dtype"] is None else _torch_type(self.spec.args["dtype"])
-        return [BatchSpec(self.spec.device, self.dtype, 1, "")], self.step
+        self.out_device = "cpu" if self.spec.args["on_host"] else self.spec.device
+        return [BatchSpec(self.out_device, self.dtype, 1, "")], self.step
 
     def step(self, inputs, args, ctx):
         batch = inputs[0]
-        device = ctx.cuda_device if self.spec.device == "gpu" else None
+        device = ctx.cuda_device if self.out_device == "gpu" else None
         try:
             shapes = torch.from_numpy(np.ascontiguousarray(batch.sample_shapes())).to(self.dtype)
             if device is not None:
                 shapes = shapes.to(device)
         except ValueError:  # samples of different ndim
             shapes = [torch.tensor(list(s.shape), dtype=self.dtype, device=device) for s in batch.as_torch_list()]
-        return [TensorList.make(shapes, device=self.spec.device)]
+        return [TensorList.make(shapes, device=self.out_device)]
 
 
 @register("get_property", devices=("cpu", "gpu"), inputs=(1, 1),
