@@ -121,6 +121,9 @@ setup(
     ext_modules=[_extension()],
     cmdclass={"build_ext": BuildExt},
     install_requires=["torch", "torchvision", "numpy", "pillow"],
-    extras_require={"test": ["pytest"]},
+    # remote: URLs in the readers (fsspec; aiohttp for http(s), s3fs / gcsfs for s3:// / gs://).
+    extras_require={"test": ["pytest"], "remote": ["fsspec", "aiohttp"]},
+    entry_points={"console_scripts": ["torchdali-wds2idx = torchdali.tools.wds2idx:main",
+                                      "torchdali-tfrecord2idx = torchdali.tools.tfrecord2idx:main"]},
     python_requires=">=3.9",
 )

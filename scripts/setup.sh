@@ -4,7 +4,7 @@
 # compares against. Run again, it installs nothing twice and recompiles only the sources
 # that changed (the objects stay in build/temp).
 #   bash scripts/setup.sh          # for the benchmark
-#   bash scripts/setup.sh --test   # plus pytest and matplotlib, for the tests
+#   bash scripts/setup.sh --test   # plus pytest, matplotlib and the remote-storage test servers
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -63,5 +63,8 @@ else
 fi
 if [ "${1:-}" = "--test" ]; then
   has "pytest, matplotlib" || { say "installing pytest and matplotlib"; pip install -q pytest matplotlib; }
+  # The remote-storage tests' clients (http, S3) and their S3 server (moto).
+  has "aiohttp, s3fs, moto, flask_cors" || { say "installing aiohttp, s3fs and moto (remote-storage tests)";
+    pip install -q aiohttp s3fs "moto[s3]" flask flask-cors; }
 fi
 say "done"

@@ -7,6 +7,7 @@ epochs are cut out of it by shard size, a shuffle buffer of `initial_fill` sampl
 randomly only among samples of the epoch being returned, and `pad_last_batch` repeats the
 last sample until every shard has returned the same number of whole batches.
 """
+import errno
 import fnmatch
 import os
 import re
@@ -14,6 +15,7 @@ import re
 import numpy as np
 import torch
 
+from .. import storage
 from ..distributed import AUTO, resolve_shards
 from ..kernels.io import read_files
 from ..schema import BOOL, INT, INTS, STR, STRS, Arg, ArgType, register
@@ -87,18 +89,15 @@ def _matcher(patterns, case_sensitive):
     return lambda name: compiled.match(name) is not None
 
 
-def _join(root, name):
-    # DALI's join_path: an absolute name or an empty root leaves the name as it is.
-    return os.path.join(root, name) if root else name
-
-
 def _discover(op, root, file_filters, dir_filters, case_sensitive):
     """(relative path, label) pairs: one label per sub-folder of `root` (sorted, empty
     ones included), files sorted within; files directly in `root` are not listed."""
-    if not os.path.isdir(root):
-        raise op.error(f"file_root '{root}' is not a directory (it does not exist or cannot be opened)", ValueError)
     keep_dir = _matcher(dir_filters, case_sensitive) if dir_filters else (lambda name: True)
     keep_file = _matcher(file_filters, case_sensitive)
+    if storage.is_url(root):
+        return _discover_url(op, root, keep_dir, keep_file)
+    if not os.path.isdir(root):
+        raise op.error(f"file_root '{root}' is not a directory (it does not exist or cannot be opened)", ValueError)
     try:
         with os.scandir(root) as it:
             subdirs = sorted((e.name for e in it if e.is_dir() and keep_dir(e.name)), key=os.fsencode)
@@ -114,13 +113,33 @@ def _discover(op, root, file_filters, dir_filters, case_sensitive):
     return pairs
 
 
+def _discover_url(op, root, keep_dir, keep_file):
+    """`_discover` under a URL, from one recursive listing: a class is a sub-folder holding
+    anything (object stores keep no empty folders), its files those directly in it."""
+    try:
+        listed = [name.split("/") for name in storage.list_files(root)]
+    except OSError as e:
+        hint = "; name the files with files or file_list instead" if e.errno == errno.EOPNOTSUPP else ""
+        raise op.error(f"cannot list file_root '{root}': {e.strerror}{hint}", ValueError) from None
+    except ImportError as e:
+        raise op.error(str(e), ImportError) from None
+    subdirs = sorted({parts[0] for parts in listed if len(parts) > 1 and keep_dir(parts[0])}, key=os.fsencode)
+    files = {}
+    for parts in listed:
+        if len(parts) == 2 and keep_file(parts[1]):
+            files.setdefault(parts[0], []).append(parts[1])
+    return [(f"{sub}/{name}", label) for label, sub in enumerate(subdirs)
+            for name in sorted(files.get(sub, []), key=os.fsencode)]
+
+
 def _parse_file_list(op, path):
     """(name, label) pairs of a "name label" list; names may hold inner spaces."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = storage.read_bytes(path)
     except OSError as e:
         raise op.error(f"cannot open file_list '{path}': {e.strerror}", ValueError) from None
+    except ImportError as e:
+        raise op.error(str(e), ImportError) from None
     pairs = []
     for n, raw in enumerate(data.split(b"\n"), 1):
         line = os.fsdecode(raw)
@@ -141,7 +160,8 @@ def _parse_file_list(op, path):
     "readers.file", aliases=("FileReader",), outputs=2, deprecated_names=("file_reader",),
     args=[
         Arg("file_root", STR, None, "Folder with one sub-folder per class; the root of relative "
-            "paths given by `file_list` or `files`."),
+            "paths given by `file_list` or `files`. Any of the three may be a URL that fsspec reads "
+            "(s3://, gs://, http(s)://, ...; an http(s) folder cannot be listed: name its files)."),
         Arg("file_list", STR, None, "Text file of 'name label' lines; names are relative to `file_root` "
             "or, without it, to the list's folder."),
         Arg("files", STRS, None, "File paths to read (relative to `file_root` if given)."),
@@ -234,7 +254,9 @@ class FileReader(Operator):
         self.size = len(entries)
         # Per entry, once: its name as listed (source_info), its path and its label.
         self.names = [name for name, _ in entries]
-        self.paths = [_join(self.root, name) for name in self.names]
+        # DALI's join_path: an absolute name or an empty root leaves the name as it is.
+        self.paths = [storage.join(self.root, name) for name in self.names]
+        self.remote = any(storage.is_url(p) for p in self.paths)
         self.labels = torch.tensor([[label] for _, label in entries], dtype=torch.int32)
         starts = [_start_index(s, self.num_shards, self.size) for s in range(self.num_shards + 1)]
         self.shard_ranges = list(zip(starts[:-1], starts[1:]))
@@ -405,12 +427,34 @@ class FileReader(Operator):
     def _read(self, picks):
         """The files of entries `picks` in one buffer (the decoders take it whole), with the
         names as listed as source info (DALI sets it on the contents only)."""
-        try:
-            files = read_files([self.paths[e] for e in picks])
-        except RuntimeError as e:  # the kernel's message names the file and the reason
-            raise self.error(str(e).splitlines()[0]) from None
+        paths = [self.paths[e] for e in picks]
+        if self.remote:
+            data, sizes = self._read_remote(paths)
+        else:
+            try:
+                files = read_files(paths)
+            except RuntimeError as e:  # the kernel's message names the file and the reason
+                raise self.error(str(e).splitlines()[0]) from None
+            data, sizes = files.data, files.spans[:, 1:].numpy()
         names = [self.names[e] for e in picks]
-        return TensorList.from_flat(files.data, files.spans[:, 1:].numpy(), device="cpu", source_info=names)
+        return TensorList.from_flat(data, sizes, device="cpu", source_info=names)
+
+    def _read_remote(self, paths):
+        """The files at `paths`, some of them URLs (which the kernel cannot read), read
+        concurrently: one buffer and the sizes."""
+        try:
+            contents = storage.read_many(paths)
+        except OSError as e:
+            raise self.error(f"cannot read '{e.filename}': {e.strerror}") from None
+        except ImportError as e:
+            raise self.error(str(e), ImportError) from None
+        sizes = np.array([len(c) for c in contents], np.int64).reshape(-1, 1)
+        data = torch.empty(int(sizes.sum()), dtype=torch.uint8)
+        out, at = data.numpy(), 0
+        for c in contents:
+            out[at:at + len(c)] = np.frombuffer(c, np.uint8)
+            at += len(c)
+        return data, sizes
 
     def meta(self):
         if self.entries is None:
