@@ -1,0 +1,1 @@
+"""Command-line tools (index writers for the readers), each runnable as `python -m torchdali.tools.<name>`."""
