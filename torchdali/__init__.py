@@ -6,6 +6,7 @@ from . import types
 from . import fn
 from . import ops
 from . import math
+from . import tfrecord  # noqa: F401  (dali.tfrecord)
 from . import tensor_list as tensors
 from .errors import OperatorError
 from .graph import DataNode, newaxis

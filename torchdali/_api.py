@@ -7,9 +7,18 @@ from . import schema as _schema
 from .graph import call_operator
 
 
+def _call(op_schema, inputs, kwargs):
+    """The operator's outputs: a DataNode, a list of them, or a dict by name where the
+    operator names its outputs."""
+    outs = call_operator(op_schema.name, inputs, kwargs)
+    if op_schema.output_names is None:
+        return outs
+    return dict(zip(op_schema.output_names(kwargs), outs if isinstance(outs, (list, tuple)) else [outs]))
+
+
 def make_fn(op_schema):
     def op(*inputs, **kwargs):
-        return call_operator(op_schema.name, inputs, kwargs)
+        return _call(op_schema, inputs, kwargs)
     op.__name__ = op.__qualname__ = op_schema.fn_name
     op.__doc__ = op_schema.docstring()
     return op
@@ -21,7 +30,7 @@ def make_deprecated_fn(op_schema, path):
     def op(*inputs, **kwargs):
         warnings.warn(f"WARNING: `torchdali.fn.{path}` is now deprecated. Use `{op_schema.replacement}` instead.",
                       DeprecationWarning, stacklevel=2)
-        return call_operator(op_schema.name, inputs, kwargs)
+        return _call(op_schema, inputs, kwargs)
     op.__name__ = op.__qualname__ = path.rsplit(".", 1)[-1]
     op.__doc__ = f"Deprecated: use `{op_schema.replacement}`.\n\n" + op_schema.docstring()
     return op
@@ -40,7 +49,7 @@ def make_ops_class(op_schema, class_name):
         self._kwargs = kwargs
 
     def __call__(self, *inputs, **kwargs):
-        return call_operator(op_schema.name, inputs, {**self._kwargs, **kwargs})
+        return _call(op_schema, inputs, {**self._kwargs, **kwargs})
 
     cls = type(class_name, (), {"__init__": __init__, "__call__": __call__,
                                 "__doc__": op_schema.docstring(), "schema": op_schema})

@@ -164,6 +164,9 @@ class OpSchema:
     deprecated_use: Optional[str] = None
     other_names: Tuple[str, ...] = ()  # further fn paths DALI gives the same operator (no warning)
     positional_args: Tuple[str, ...] = ()  # arguments that may be given positionally after the inputs
+    # Names of the outputs from the call's keyword arguments: fn and ops then return a dict of
+    # the outputs by name (readers.tfrecord, as in DALI).
+    output_names: Optional[Callable[[Dict[str, Any]], Sequence[str]]] = None
 
     @property
     def replacement(self):
@@ -256,7 +259,8 @@ _REGISTRY: Dict[str, OpSchema] = {}
 
 def register(name, *, devices=("cpu",), args=(), inputs=(0, 0), outputs=1, aliases=(),
              side_effects=False, input_names=(), internal=False, deprecated_args=None,
-             common_args=True, positional_args=(), deprecated_names=(), other_names=(), deprecated_use=None):
+             common_args=True, positional_args=(), deprecated_names=(), other_names=(), deprecated_use=None,
+             output_names=None):
     """Class decorator declaring an operator implementation under DALI's `name`."""
     def wrap(impl):
         all_args = {a.name: a for a in (COMMON_ARGS if common_args else ()) + tuple(args)}
@@ -270,7 +274,7 @@ def register(name, *, devices=("cpu",), args=(), inputs=(0, 0), outputs=1, alias
             side_effects=side_effects, input_names=tuple(input_names), internal=internal,
             deprecated_args=dict(deprecated_args or {}), positional_args=tuple(positional_args),
             deprecated_names=tuple(deprecated_names), other_names=tuple(other_names),
-            deprecated_use=deprecated_use)
+            deprecated_use=deprecated_use, output_names=output_names)
         if name in _REGISTRY:
             raise RuntimeError(f"operator {name} registered twice")
         _REGISTRY[name] = schema
