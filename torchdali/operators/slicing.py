@@ -45,23 +45,29 @@ class SliceWindows:
     """The slice windows of a whole batch from an operator's slice arguments or positional
     anchor and shape inputs, as DALI's NamedSliceAttr / PositionalSliceAttr compute them."""
 
-    def __init__(self, op):
+    def __init__(self, op, arg_names=None):
+        """`arg_names`: the operator's names of slice arguments it names otherwise (readers.numpy's
+        roi_start for start, roi_axes for axes ...)."""
         spec = op.spec
         self.op = op
-        given = {n for n in _NAMED if n in spec.arg_input_names or spec.args.get(n) is not None}
+        self.arg = {n: n for n in _NAMED + ("axes",)}
+        self.arg.update(arg_names or {})
+        given = {n for n in _NAMED if self.arg[n] in spec.arg_input_names or spec.args.get(self.arg[n]) is not None}
         if {"start", "rel_start"} <= given:
-            raise op.error("'start' and 'rel_start' are mutually exclusive", ValueError)
+            raise op.error(f"'{self.arg['start']}' and '{self.arg['rel_start']}' are mutually exclusive", ValueError)
         ends = given & {"end", "rel_end", "shape", "rel_shape"}
         if len(ends) > 1:
-            raise op.error(f"{sorted(ends)} are mutually exclusive: give one of end, rel_end, shape "
-                           "and rel_shape", ValueError)
+            choices = [self.arg[n] for n in ("end", "rel_end", "shape", "rel_shape")]
+            raise op.error(f"{sorted(self.arg[n] for n in ends)} are mutually exclusive: give one of "
+                           f"{', '.join(choices[:3])} and {choices[3]}", ValueError)
         self.named = given
-        axes_given = "axes" in spec.arg_input_names or spec.args.get("axes") is not None
+        axes = self.arg["axes"]
+        axes_given = axes in spec.arg_input_names or spec.args.get(axes) is not None
         if axes_given and spec.args.get("axis_names") is not None:
             raise op.error("'axes' and 'axis_names' are mutually exclusive", ValueError)
         names = spec.args.get("axis_names")
         self.names = None if axes_given else "WH" if names is None else names
-        self.normalized = (spec.args["normalized_anchor"], spec.args["normalized_shape"])
+        self.normalized = (spec.args.get("normalized_anchor", True), spec.args.get("normalized_shape", True))
 
     def check_inputs(self, num_inputs):
         """The slice is given by name or by the two extra inputs, not both, not neither."""
@@ -111,8 +117,8 @@ class SliceWindows:
                 raise self.op.error(f"axis_names '{self.names}': {missing} not in the layout '{layout}'",
                                     ValueError)
             return [(everyone, self._axes([layout.index(c) for c in self.names], ndim, rows[0]))]
-        axes = args.batch("axes")
-        if not args.is_per_sample("axes"):
+        axes = args.batch(self.arg["axes"])
+        if not args.is_per_sample(self.arg["axes"]):
             return [(everyone, self._axes(list(axes), ndim, rows[0]))]
         if isinstance(axes, list):  # ragged: the samples give different numbers of axes
             groups = {}
@@ -157,11 +163,11 @@ class SliceWindows:
         ones, as DALI keeps them), or None when not given."""
         if name not in self.named:
             return None
-        values = args.batch(name)
-        if not args.is_per_sample(name):
+        values = args.batch(self.arg[name])
+        if not args.is_per_sample(self.arg[name]):
             values = np.asarray(values).reshape(1, -1)
         dtype = _F32 if name.startswith("rel_") else np.float64
-        return self._take(values, rows, count, f"argument '{name}'", dtype)
+        return self._take(values, rows, count, f"argument '{self.arg[name]}'", dtype)
 
     def _named(self, args, rows, ext):
         """(lo, hi, negative) for samples `rows` whose slice axes have extents `ext` ([r, k]):
@@ -232,7 +238,7 @@ class SliceWindows:
         p = int(np.argmax(bad))
         i = int(rows[p])
         if negative[p]:
-            name = "shape" if "shape" in self.named else "rel_shape"
+            name = self.arg["shape" if "shape" in self.named else "rel_shape"]
             raise self.op.error(f"sample {i}: argument '{name}' = {args.sample(name, i)} must be >= 0", ValueError,
                                 sample=i)
         d = int(np.argmax(per_axis[p]))
