@@ -45,6 +45,31 @@ def test_cast_matches_dali(dtype):
     np.testing.assert_array_equal(ours, theirs)
 
 
+WIDE_INTEGERS = {"uint64": np.array([0, 5, 2 ** 31, 2 ** 63 - 1, 2 ** 63, 2 ** 64 - 1], np.uint64),
+                 "int64": np.array([0, 7, -1, -2 ** 31 - 1, 2 ** 40, -2 ** 63, 2 ** 63 - 1], np.int64)}
+
+
+@pytest.mark.parametrize("source", list(WIDE_INTEGERS))
+@pytest.mark.parametrize("name", ["UINT8", "INT8", "UINT16", "INT32", "UINT32", "INT64", "UINT64"])
+def test_integer_casts_saturate_as_dali(source, name):
+    """uint64 values from 2^63 on and negative values into uint64 saturate, as in DALI."""
+    nvidia_dali = dali_or_skip()
+    data = WIDE_INTEGERS[source]
+
+    def run(lib):
+        @lib.pipeline_def(batch_size=1, num_threads=1, device_id=None)
+        def pipe():
+            return lib.fn.cast(lib.fn.external_source(lambda: [data]), dtype=getattr(lib.types, name))
+
+        p = pipe()
+        p.build()
+        return np.array(p.run()[0].at(0))
+
+    ours, theirs = run(torchdali), run(nvidia_dali)
+    assert ours.dtype == theirs.dtype
+    np.testing.assert_array_equal(ours, theirs)
+
+
 def test_source_info_and_layout_properties(tmp_path):
     for k in range(3):
         Image.new("RGB", (4, 4)).save(tmp_path / f"{k}.png")

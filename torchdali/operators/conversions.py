@@ -29,8 +29,15 @@ def convert_saturate(x, dtype):
             return out
         return x.to(dtype)
     if not x.is_floating_point() and not dtype.is_floating_point and dtype != torch.bool and x.dtype != torch.bool:
+        # In int64: uint64 through its bits, where values from 2^63 on are negative.
+        wide = x.view(torch.int64) if x.dtype == torch.uint64 else x.to(torch.int64)
+        if dtype == torch.uint64:
+            return wide.clamp(min=0).to(dtype)
         info = torch.iinfo(dtype)
-        return x.to(torch.int64).clamp(info.min, info.max).to(dtype) if dtype != torch.uint64 else x.to(dtype)
+        out = wide.clamp(info.min, info.max)
+        if x.dtype == torch.uint64:  # above every other type's range
+            out = torch.where(wide < 0, info.max, out)
+        return out.to(dtype)
     return x.to(dtype)
 
 
