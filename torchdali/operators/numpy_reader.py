@@ -18,7 +18,7 @@ from ..schema import BOOL, FLOAT, FLOATS, INTS, STR, STRS, Arg, register
 from ..tensor_list import TensorList
 from .base import BatchSpec, map_samples
 from .file_io import byte_range, convert_sat, copy_window, header_length, parse_header, read_into, read_path
-from .readers import FileReader, _matcher
+from .readers import FileReader, _matcher, list_url, read_file_list
 from .slicing import SliceWindows
 
 _HEADER_BYTES = 256  # read first for a header (numpy.save writes 128 bytes for up to ~10 dims)
@@ -65,12 +65,7 @@ def _discover(op, root, pattern):
 def _discover_url(op, root, keep):
     """`_discover` under a URL, from one recursive listing; the root's own files are named
     without DALI's './' (a URL has no '.' folder)."""
-    try:
-        listed = [name.split("/") for name in storage.list_files(root)]
-    except OSError as e:
-        raise op.error(f"cannot list file_root '{root}': {e.strerror or e}", ValueError) from None
-    except ImportError as e:
-        raise op.error(str(e), ImportError) from None
+    listed = list_url(op, root)
     chosen = [parts for parts in listed if len(parts) <= 2 and keep(parts[-1])]
     chosen.sort(key=lambda parts: (len(parts), [os.fsencode(p) for p in parts]))
     return ["/".join(parts) for parts in chosen]
@@ -78,13 +73,7 @@ def _discover_url(op, root, keep):
 
 def _list_file(op, path):
     """The names of a file list: one a line, as written (spaces kept); empty lines skipped."""
-    try:
-        data = storage.read_bytes(path)
-    except OSError as e:
-        raise op.error(f"cannot open file_list '{path}': {e.strerror or e}", ValueError) from None
-    except ImportError as e:
-        raise op.error(str(e), ImportError) from None
-    return [os.fsdecode(line) for line in data.split(b"\n") if line]
+    return [os.fsdecode(line) for line in read_file_list(op, path).split(b"\n") if line]
 
 
 # The slice arguments under readers.numpy's names.

@@ -113,16 +113,32 @@ def _discover(op, root, file_filters, dir_filters, case_sensitive):
     return pairs
 
 
+def list_url(op, root):
+    """The files under URL `root`, recursively, as lists of path parts; an error of `op` naming
+    the URL where it cannot be listed."""
+    try:
+        return [name.split("/") for name in storage.list_files(root)]
+    except OSError as e:
+        hint = "; name the files with files or file_list instead" if e.errno == errno.EOPNOTSUPP else ""
+        raise op.error(f"cannot list file_root '{root}': {e.strerror or e}{hint}", ValueError) from None
+    except ImportError as e:
+        raise op.error(str(e), ImportError) from None
+
+
+def read_file_list(op, path):
+    """The bytes of file list `path` (a path or URL); an error of `op` naming it otherwise."""
+    try:
+        return storage.read_bytes(path)
+    except OSError as e:
+        raise op.error(f"cannot open file_list '{path}': {e.strerror or e}", ValueError) from None
+    except ImportError as e:
+        raise op.error(str(e), ImportError) from None
+
+
 def _discover_url(op, root, keep_dir, keep_file):
     """`_discover` under a URL, from one recursive listing: a class is a sub-folder holding
     anything (object stores keep no empty folders), its files those directly in it."""
-    try:
-        listed = [name.split("/") for name in storage.list_files(root)]
-    except OSError as e:
-        hint = "; name the files with files or file_list instead" if e.errno == errno.EOPNOTSUPP else ""
-        raise op.error(f"cannot list file_root '{root}': {e.strerror}{hint}", ValueError) from None
-    except ImportError as e:
-        raise op.error(str(e), ImportError) from None
+    listed = list_url(op, root)
     subdirs = sorted({parts[0] for parts in listed if len(parts) > 1 and keep_dir(parts[0])}, key=os.fsencode)
     files = {}
     for parts in listed:
@@ -134,12 +150,7 @@ def _discover_url(op, root, keep_dir, keep_file):
 
 def _parse_file_list(op, path):
     """(name, label) pairs of a "name label" list; names may hold inner spaces."""
-    try:
-        data = storage.read_bytes(path)
-    except OSError as e:
-        raise op.error(f"cannot open file_list '{path}': {e.strerror}", ValueError) from None
-    except ImportError as e:
-        raise op.error(str(e), ImportError) from None
+    data = read_file_list(op, path)
     pairs = []
     for n, raw in enumerate(data.split(b"\n"), 1):
         line = os.fsdecode(raw)
