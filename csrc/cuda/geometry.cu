@@ -22,7 +22,7 @@ constexpr int kThreads = 256;
 // flip and transpose move runs of bytes: a block loads a run of the input into shared memory
 // as whole 4-byte words, then writes the output's runs as 4-byte words whose bytes it picks
 // from the staged input. Reads and writes are coalesced words whatever the pixel size (3-byte
-// RGB pixels included), and no thread divides per element.
+// RGB pixels included); a word's bytes are found by counting on from its first byte's place.
 
 constexpr int kStageThreads = 256;
 constexpr int kStageBytes = 8192;  // the input a block stages at once
