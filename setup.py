@@ -124,6 +124,7 @@ setup(
     # remote: URLs in the readers (fsspec; aiohttp for http(s), s3fs / gcsfs for s3:// / gs://).
     extras_require={"test": ["pytest"], "remote": ["fsspec", "aiohttp"]},
     entry_points={"console_scripts": ["torchdali-wds2idx = torchdali.tools.wds2idx:main",
-                                      "torchdali-tfrecord2idx = torchdali.tools.tfrecord2idx:main"]},
+                                      "torchdali-tfrecord2idx = torchdali.tools.tfrecord2idx:main",
+                                      "torchdali-folder2wds = torchdali.tools.folder2wds:main"]},
     python_requires=">=3.9",
 )

@@ -104,3 +104,16 @@ def test_timeline_on_the_gpu_times_the_decode_stage_and_the_decoder(tmp_path):
                 r"decode_jpegs_start +torchdali-decode +1\d "):
         assert re.search(row, out), out
     assert "decode stage -> gpu stage" in out, out
+
+
+def test_readers_benchmark_prints_a_row_per_reader_with_ratios(tmp_path):
+    pytest.importorskip("aiohttp", reason="the HTTP row reads through fsspec's http client")
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "readers.py"), "--num-images", "24",
+                          "--shard-size", "10", "--batch-size", "8", "--threads", "1", "--epochs", "1",
+                          "--cache", str(tmp_path)], capture_output=True, text=True, timeout=600, cwd=ROOT,
+                         check=True, env=ENV).stdout
+    assert "3 shards of up to 10" in out, out
+    rows = [line.split("|") for line in out.splitlines() if line.startswith("| readers.")]
+    assert [r[1].strip() for r in rows] == ["readers.file, image folder", "readers.webdataset, local shards",
+                                            "readers.webdataset, shards over HTTP (local server)"], out
+    assert all(float(r[2]) > 0 for r in rows) and float(rows[0][3]) == 1.0, out

@@ -18,71 +18,36 @@ import numpy as np
 import pytest
 
 from torchdali import schema, storage
+from torchdali.tools import serve
 from torchdali.operators.base import Args, OpSpec, RunContext
 
 fsspec = pytest.importorskip("fsspec", reason="URLs are read through fsspec")
 MiB = 1 << 20
 
 
-class RangeHandler(http.server.BaseHTTPRequestHandler):
-    """Serves the files under server.root with HEAD, GET and single Range requests; the
-    next server.failures requests get 503, paths under /forbidden/ 403. Logs the requests."""
+class FlakyHandler(serve.RangeHandler):
+    """The files under server.root with HEAD, GET and single Range requests (serve's handler);
+    the next server.failures requests get 503, paths under /forbidden/ 403. Logs the requests."""
 
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # else each reply's tail waits for a delayed ACK (40 ms)
-
-    def do_HEAD(self):
-        self._serve(send_body=False)
-
-    def do_GET(self):
-        self._serve(send_body=True)
-
-    def _serve(self, send_body):
+    def serve(self, send_body):
         server = self.server
         with server.lock:
             server.requests.append((self.command, self.path, self.headers.get("Range")))
             failing = server.failures > 0
             server.failures -= failing
-        path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
-        local = os.path.join(server.root, path.lstrip("/"))
         if failing:
-            return self._reply(503, b"busy", send_body)
-        if path.startswith("/forbidden/"):
-            return self._reply(403, b"forbidden", send_body)
-        if not os.path.isfile(local):
-            return self._reply(404, b"not found", send_body)
-        with open(local, "rb") as f:
-            data = f.read()
-        ranged = re.fullmatch(r"bytes=(\d*)-(\d*)", self.headers.get("Range", ""))
-        if not ranged:
-            return self._reply(200, data, send_body)
-        first, last = ranged.groups()
-        start = int(first) if first else len(data) - int(last)
-        end = min(int(last) + 1, len(data)) if first and last else len(data)
-        if start >= len(data):
-            return self._reply(416, b"", send_body, {"Content-Range": f"bytes */{len(data)}"})
-        self._reply(206, data[start:end], send_body, {"Content-Range": f"bytes {start}-{end - 1}/{len(data)}"})
-
-    def _reply(self, status, body, send_body, headers=()):
-        self.send_response(status)
-        for key, value in dict(headers).items():
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Content-Type", "application/octet-stream")
-        self.end_headers()
-        if send_body:
-            self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+            return self.reply(503, b"busy", send_body)
+        if urllib.parse.unquote(urllib.parse.urlsplit(self.path).path).startswith("/forbidden/"):
+            return self.reply(403, b"forbidden", send_body)
+        return super().serve(send_body)
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """A threaded HTTP server over a temporary folder: (server, its base URL)."""
     pytest.importorskip("aiohttp", reason="fsspec reads http(s) URLs with aiohttp")
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), RangeHandler)
-    httpd.root, httpd.lock = str(tmp_path_factory.mktemp("www")), threading.Lock()
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FlakyHandler)
+    httpd.root, httpd.lock = os.path.realpath(tmp_path_factory.mktemp("www")), threading.Lock()
     httpd.requests, httpd.failures = [], 0
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()

@@ -23,33 +23,40 @@ def define_pipeline(lib, stage):
     returns (images, labels), on the GPU when built with `gpu=True`. It reads shard
     `shard_id` of `num_shards`; `hw_decoder_load` (None: the library's default) splits the
     'mixed' decoder's batches between the hardware decoder and the hybrid path."""
-    fn, types = lib.fn, lib.types
+    fn = lib.fn
 
     @lib.pipeline_def
     def pipeline(data_dir, gpu, shard_id=0, num_shards=1, hw_decoder_load=None):
         jpegs, labels = fn.readers.file(file_root=data_dir, random_shuffle=stage.startswith("train"),
                                         shard_id=shard_id, num_shards=num_shards, pad_last_batch=True, name="Reader")
-        decoder = "mixed" if gpu else "cpu"
-        split = {"hw_decoder_load": hw_decoder_load} if gpu and hw_decoder_load is not None else {}
-        if stage == "train":
-            images = fn.decoders.image_random_crop(jpegs, device=decoder, output_type=types.RGB, **split,
-                                                   random_area=[0.08, 1.0], random_aspect_ratio=[3 / 4, 4 / 3])
-            images = fn.resize(images, resize_x=SIZE, resize_y=SIZE)
-            mirror = fn.random.coin_flip(probability=0.5)
-        elif stage == "train-2op":
-            images = fn.decoders.image(jpegs, device=decoder, output_type=types.RGB, **split)
-            images = fn.random_resized_crop(images, size=SIZE, random_area=[0.08, 1.0],
-                                            random_aspect_ratio=[3 / 4, 4 / 3])
-            mirror = fn.random.coin_flip(probability=0.5)
-        else:
-            images = fn.decoders.image(jpegs, device=decoder, output_type=types.RGB, **split)
-            images = fn.resize(images, resize_shorter=VAL_RESIZE)
-            mirror = False
-        images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="CHW", crop=(SIZE, SIZE),
-                                          mean=MEAN, std=STD, mirror=mirror)
-        return images, labels.gpu() if gpu else labels
+        return stage_images(lib, stage, jpegs, gpu, hw_decoder_load), labels.gpu() if gpu else labels
 
     return pipeline
+
+
+def stage_images(lib, stage, jpegs, gpu, hw_decoder_load=None):
+    """The stage after its reader, inside a pipeline definition of `lib`: encoded images in,
+    normalized float CHW images out (decoded by the 'mixed' decoder with `gpu`), so that
+    other readers feed the same stage."""
+    fn, types = lib.fn, lib.types
+    decoder = "mixed" if gpu else "cpu"
+    split = {"hw_decoder_load": hw_decoder_load} if gpu and hw_decoder_load is not None else {}
+    if stage == "train":
+        images = fn.decoders.image_random_crop(jpegs, device=decoder, output_type=types.RGB, **split,
+                                               random_area=[0.08, 1.0], random_aspect_ratio=[3 / 4, 4 / 3])
+        images = fn.resize(images, resize_x=SIZE, resize_y=SIZE)
+        mirror = fn.random.coin_flip(probability=0.5)
+    elif stage == "train-2op":
+        images = fn.decoders.image(jpegs, device=decoder, output_type=types.RGB, **split)
+        images = fn.random_resized_crop(images, size=SIZE, random_area=[0.08, 1.0],
+                                        random_aspect_ratio=[3 / 4, 4 / 3])
+        mirror = fn.random.coin_flip(probability=0.5)
+    else:
+        images = fn.decoders.image(jpegs, device=decoder, output_type=types.RGB, **split)
+        images = fn.resize(images, resize_shorter=VAL_RESIZE)
+        mirror = False
+    return fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="CHW", crop=(SIZE, SIZE),
+                                    mean=MEAN, std=STD, mirror=mirror)
 
 
 def torchvision_transform(stage, normalize):
