@@ -103,6 +103,23 @@ def _check_uint8(op, spec_or_dtype):
         raise op.error(f"input type {types.to_dali_type(dtype)} is not supported; give uint8 images", TypeError)
 
 
+def _uint8_images(op, spec, layouts):
+    """The planned output of an operator that maps uint8 images of `layouts` to uint8 images
+    like them: the input's layout and type checked."""
+    _check_layout(op, spec.layout, layouts)
+    _check_uint8(op, spec)
+    return BatchSpec(spec.device, torch.uint8, spec.ndim, spec.layout)
+
+
+def _uint8_shapes(op, batch):
+    """The samples' shapes ([N, ndim]) of a batch of uint8 images, its type checked here where
+    the plan could not know it; None for an empty batch (which the operators give back)."""
+    if not len(batch):
+        return None
+    _check_uint8(op, types.to_torch_type(batch.dtype))
+    return sample_shapes(op, batch)
+
+
 def _check_layout(op, layout, accepted):
     if layout is not None and layout not in accepted:
         names = ", ".join(a for a in accepted if a)
@@ -123,17 +140,13 @@ class ColorSpaceConversion(Operator):
             raise self.error(f"conversion from {src.name} to {dst.name} is not supported; the colour spaces are "
                              "RGB, BGR, GRAY and YCbCr, and image_type must differ from output_type", ValueError)
         self.in_channels, self.out_channels = _CHANNELS[src], _CHANNELS[dst]
-        spec = inputs[0]
-        _check_layout(self, spec.layout, ("", "HWC", "FHWC", "DHWC", "FDHWC"))
-        _check_uint8(self, spec)
-        return [BatchSpec(spec.device, torch.uint8, spec.ndim, spec.layout)], self.step
+        return [_uint8_images(self, inputs[0], ("", "HWC", "FHWC", "DHWC", "FDHWC"))], self.step
 
     def step(self, inputs, args, ctx):
         batch = inputs[0]
-        if not len(batch):
+        shapes = _uint8_shapes(self, batch)
+        if shapes is None:
             return [batch]
-        _check_uint8(self, types.to_torch_type(batch.dtype))
-        shapes = sample_shapes(self, batch)
         bad = np.flatnonzero(shapes[:, -1] != self.in_channels) if shapes.shape[1] else [0]
         if len(bad):
             i = int(bad[0])
@@ -242,17 +255,14 @@ class Equalize(Operator):
     equalizeHist does it."""
 
     def plan(self, inputs):
-        spec = inputs[0]
-        _check_layout(self, spec.layout, ("", "HW", "HWC", "CHW", "FHW", "FHWC", "FCHW"))
-        _check_uint8(self, spec)
-        return [BatchSpec(spec.device, torch.uint8, spec.ndim, spec.layout)], frame_by_frame(self, self.step)
+        layouts = ("", "HW", "HWC", "CHW", "FHW", "FHWC", "FCHW")
+        return [_uint8_images(self, inputs[0], layouts)], frame_by_frame(self, self.step)
 
     def step(self, inputs, args, ctx):
         batch = inputs[0]
-        if not len(batch):
+        shapes = _uint8_shapes(self, batch)
+        if shapes is None:
             return [batch]
-        _check_uint8(self, types.to_torch_type(batch.dtype))
-        shapes = sample_shapes(self, batch)
         if shapes.shape[1] not in (2, 3):
             raise self.error(f"the samples have {shapes.shape[1]} dims; give 2D (HW) or 3D (HWC, CHW) images",
                              ValueError)
@@ -513,17 +523,13 @@ class JpegCompressionDistortion(Operator):
     with the given quality (libjpeg, 4:2:0 chroma subsampling) and decoded again."""
 
     def plan(self, inputs):
-        spec = inputs[0]
-        _check_layout(self, spec.layout, ("HWC", "FHWC"))
-        _check_uint8(self, spec)
-        return [BatchSpec(spec.device, torch.uint8, spec.ndim, spec.layout)], frame_by_frame(self, self.step)
+        return [_uint8_images(self, inputs[0], ("HWC", "FHWC"))], frame_by_frame(self, self.step)
 
     def step(self, inputs, args, ctx):
         batch = inputs[0]
-        if not len(batch):
+        shapes = _uint8_shapes(self, batch)
+        if shapes is None:
             return [batch]
-        _check_uint8(self, types.to_torch_type(batch.dtype))
-        shapes = sample_shapes(self, batch)
         bad = [(i, "is not an HWC image with 3 channels (RGB)") for i in range(len(shapes))
                if shapes.shape[1] != 3 or shapes[i, 2] != 3]
         bad += [(i, "is empty") for i in np.flatnonzero(shapes.prod(1) == 0)]
@@ -731,10 +737,9 @@ class Clahe(Operator):
 
     def step(self, inputs, args, ctx):
         batch = inputs[0]
-        if not len(batch):
+        shapes = _uint8_shapes(self, batch)
+        if shapes is None:
             return [batch]
-        _check_uint8(self, types.to_torch_type(batch.dtype))
-        shapes = sample_shapes(self, batch)
         problems = [(0, "is not an HWC image")] if shapes.shape[1] != 3 else \
             [(i, "has neither 1 nor 3 channels") for i in np.flatnonzero((shapes[:, 2] != 1) & (shapes[:, 2] != 3))]
         problems += [(i, "is empty") for i in np.flatnonzero(shapes.prod(1) == 0)] if shapes.shape[1] == 3 else []

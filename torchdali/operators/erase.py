@@ -54,6 +54,15 @@ def static_cast(values, dtype):
     return _truncate(x, bits).astype(np_type)
 
 
+def _checked_shapes(op, batch, dtypes):
+    """(torch dtype, samples' shapes [N, ndim]) of a non-empty batch whose type is among `dtypes`
+    (checked here where the plan could not know it)."""
+    dtype = types.to_torch_type(batch.dtype)
+    if dtype not in dtypes:
+        raise _unsupported(op, dtype, dtypes)
+    return dtype, sample_shapes(op, batch)
+
+
 def _unsupported(op, dtype, dtypes):
     names = ", ".join(str(types.to_dali_type(d)).replace("DALIDataType.", "") for d in dtypes)
     return op.error(f"input type {types.to_dali_type(dtype)} is not supported; give one of {names}", TypeError)
@@ -179,10 +188,7 @@ class Erase(Operator):
         n = len(batch)
         if not n:
             return [batch]
-        dtype = types.to_torch_type(batch.dtype)
-        if dtype not in ERASE_DTYPES:
-            raise _unsupported(self, dtype, ERASE_DTYPES)
-        shapes = sample_shapes(self, batch)
+        dtype, shapes = _checked_shapes(self, batch, ERASE_DTYPES)
         ndim = shapes.shape[1]
         self._check_ndim(ndim)
         layout = batch.layout()
@@ -262,10 +268,7 @@ class GridMask(Operator):
         n = len(batch)
         if not n:
             return [batch]
-        dtype = types.to_torch_type(batch.dtype)
-        if dtype not in GRID_MASK_DTYPES:
-            raise _unsupported(self, dtype, GRID_MASK_DTYPES)
-        shapes = sample_shapes(self, batch)
+        dtype, shapes = _checked_shapes(self, batch, GRID_MASK_DTYPES)
         if shapes.shape[1] != 3:
             raise self.error(f"samples of {shapes.shape[1]} dims are not supported; give HWC images", ValueError)
         device = batch.sample(0).device
