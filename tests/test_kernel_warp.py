@@ -134,6 +134,25 @@ def test_identity_and_integer_shift_are_exact(device, interp):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("offset", [0, 1, 2, 3])
+def test_half_pixel_shift_rounds_halves_away_from_zero(device, offset):
+    """A shift by half a pixel blends two taps with weights 1/2, so odd sums land on halves,
+    which round up (the CUDA kernel's uint8 RGB path rounds to even and corrects halves); the
+    images start at every byte alignment (that path reads its taps as aligned words)."""
+    h, w = 9, 37
+    flat = torch.randint(0, 256, (offset + 2 * h * w * 3,), dtype=torch.uint8,
+                         generator=torch.Generator().manual_seed(offset)).to(device)
+    images = [flat[offset:offset + h * w * 3].view(h, w, 3), flat[offset + h * w * 3:].view(h, w, 3)]
+    m = torch.tensor([[[1.0, 0, 0.5], [0, 1, 0]], [[0.8, -0.6, 9.5], [0.6, 0.8, -11.5]]])
+    outs = warp_affine(images, m, [(h, w)] * 2, INTERP_LINEAR, torch.tensor([3.0]))
+    left, right = images[0][:, :-1].cpu().int(), images[0][:, 1:].cpu().int()
+    assert ((left + right) % 2 == 1).any()
+    assert torch.equal(outs[0][:, :-1].cpu(), ((left + right + 1) // 2).to(torch.uint8))
+    assert_equal(outs, expected_for(images, m, [(h, w)] * 2, INTERP_LINEAR, np.full(3, 3.0, F32),
+                                    torch.uint8, False))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_per_sample_interp_and_single_fill_value(device):
     images = images_for(torch.float32, device, False)
     m = matrices_for(SIZES, seed=3)
