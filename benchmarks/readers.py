@@ -2,47 +2,76 @@
 RandomResizedCrop 224 → flip → normalize) fed by three readers of the same generated photos:
 (a) readers.file over the image folder, (b) readers.webdataset over WebDataset shards of
 those images (folder2wds, with index files) on the local disk, and (c) the same shards over
-HTTP from a local server in a thread (torchdali.tools.serve, Range requests, through fsspec).
-Each row: one warm-up epoch, then the best of --epochs epochs through DALIGenericIterator.
+HTTP from a local server (torchdali.tools.serve in a process of its own, so that it does not
+take this one's GIL; Range requests, through fsspec).
+Where NVIDIA DALI imports, the same pipelines run on it too (the folder and the local shards;
+its WebDataset reader does not read over HTTP). Each row: one warm-up epoch, then the best of
+--epochs epochs through the library's own DALIGenericIterator.
 
     python benchmarks/readers.py [--device cpu|gpu] [--num-images 512] [--shard-size 64]
                                  [--batch-size 32] [--threads N] [--epochs 2]"""
 import argparse
+import contextlib
+import importlib
 import os
+import subprocess
+import sys
 import tempfile
 import time
 
 import torch
 
 import torchdali
-from torchdali import fn, types
 from torchdali.bench.stages import STAGES, stage_images
-from torchdali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 from torchdali.sample_data import describe_dataset, write_photo_dataset
 from torchdali.tools.folder2wds import write_shards
-from torchdali.tools.serve import serving
 
 
-@torchdali.pipeline_def
-def files_pipeline(data_dir, gpu):
-    jpegs, labels = fn.readers.file(file_root=data_dir, random_shuffle=True, pad_last_batch=True, name="Reader")
-    return stage_images(torchdali, "train", jpegs, gpu), labels.gpu() if gpu else labels
+def files_pipeline(lib, data_dir, gpu, **settings):
+    """The training stage fed by readers.file over the image folder, as a pipeline of `lib`
+    (torchdali or nvidia.dali)."""
+    @lib.pipeline_def(**settings)
+    def pipeline():
+        jpegs, labels = lib.fn.readers.file(file_root=data_dir, random_shuffle=True, pad_last_batch=True,
+                                            name="Reader")
+        return stage_images(lib, "train", jpegs, gpu), labels.gpu() if gpu else labels
+    return pipeline()
 
 
-@torchdali.pipeline_def
-def shards_pipeline(paths, index_paths, gpu):
-    jpegs, labels = fn.readers.webdataset(paths=paths, index_paths=index_paths, ext=["jpg", "cls"],
-                                          dtypes=[types.UINT8, types.INT32], random_shuffle=True,
-                                          pad_last_batch=True, name="Reader")
-    return stage_images(torchdali, "train", jpegs, gpu), labels.gpu() if gpu else labels
+def shards_pipeline(lib, paths, index_paths, gpu, **settings):
+    """The training stage fed by readers.webdataset over the shards, as a pipeline of `lib`."""
+    @lib.pipeline_def(**settings)
+    def pipeline():
+        jpegs, labels = lib.fn.readers.webdataset(paths=paths, index_paths=index_paths, ext=["jpg", "cls"],
+                                                  dtypes=[lib.types.UINT8, lib.types.INT32], random_shuffle=True,
+                                                  pad_last_batch=True, name="Reader")
+        return stage_images(lib, "train", jpegs, gpu), labels.gpu() if gpu else labels
+    return pipeline()
 
 
-def rate(pipe, epochs, sync):
-    """Best images/s over `epochs` epochs of `pipe` through DALIGenericIterator, after a
-    warm-up epoch."""
+@contextlib.contextmanager
+def server(folder):
+    """torchdali.tools.serve serving `folder` from a process of its own while the block runs;
+    yields its base URL."""
+    process = subprocess.Popen([sys.executable, "-m", "torchdali.tools.serve", folder, "--port", "0"],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline()  # "serving FOLDER at URL (Ctrl-C stops)"
+        if " at http" not in line:
+            raise SystemExit(f"the HTTP server did not start: {line!r}")
+        yield line.split(" at ")[-1].split()[0]
+    finally:
+        process.terminate()
+        process.wait()
+
+
+def rate(lib, pipe, epochs, sync):
+    """Best images/s over `epochs` epochs of `pipe` through `lib`'s DALIGenericIterator,
+    after a warm-up epoch."""
     pipe.build()
-    iterator = DALIGenericIterator([pipe], ["images", "labels"], reader_name="Reader", auto_reset=True,
-                                   last_batch_policy=LastBatchPolicy.PARTIAL)
+    plugin = importlib.import_module(f"{lib.__name__}.plugin.pytorch")
+    iterator = plugin.DALIGenericIterator([pipe], ["images", "labels"], reader_name="Reader", auto_reset=True,
+                                          last_batch_policy=plugin.LastBatchPolicy.PARTIAL)
     best = 0.0
     for epoch in range(epochs + 1):
         start, n = time.perf_counter(), 0
@@ -84,15 +113,29 @@ def main():
                     device_id=torch.cuda.current_device() if gpu else None, seed=0)
     sync = torch.cuda.synchronize if gpu else (lambda: None)
     tars, indexes = [t for t, _ in shards], [i for _, i in shards]
-    rows = [("readers.file, image folder", rate(files_pipeline(folder, **settings), args.epochs, sync)),
-            ("readers.webdataset, local shards",
-             rate(shards_pipeline(tars, indexes, **settings), args.epochs, sync))]
-    with serving(shard_dir) as url:
+
+    def files(lib):
+        return rate(lib, files_pipeline(lib, folder, **settings), args.epochs, sync)
+
+    def local_shards(lib):
+        return rate(lib, shards_pipeline(lib, tars, indexes, **settings), args.epochs, sync)
+
+    rows = [("readers.file, image folder", files(torchdali)),
+            ("readers.webdataset, local shards", local_shards(torchdali))]
+    with server(shard_dir) as url:
         def remote(paths):
             return [f"{url}/{os.path.basename(path)}" for path in paths]
         rows.append(("readers.webdataset, shards over HTTP (local server)",
-                     rate(shards_pipeline(remote(tars), remote(indexes), **settings), args.epochs, sync)))
-    print("\n| reader | images/s | × readers.file |\n| --- | ---: | ---: |")
+                     rate(torchdali, shards_pipeline(torchdali, remote(tars), remote(indexes), **settings),
+                          args.epochs, sync)))
+    try:
+        dali = importlib.import_module("nvidia.dali")
+    except ImportError as e:
+        print(f"NVIDIA DALI rows skipped: {e}")
+    else:
+        rows += [(f"DALI {dali.__version__}: readers.file, image folder", files(dali)),
+                 (f"DALI {dali.__version__}: readers.webdataset, local shards", local_shards(dali))]
+    print("\n| reader | images/s | × torchdali readers.file |\n| --- | ---: | ---: |")
     for name, value in rows:
         print(f"| {name} | {value:.0f} | {value / rows[0][1]:.2f} |")
 

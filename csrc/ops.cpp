@@ -121,6 +121,20 @@ TORCH_LIBRARY(torchdali, m) {
   // cannot be opened or read fails the call with its path and the reason. Serves
   // readers.file.
   m.def("read_files(str[] paths) -> (Tensor, Tensor)");
+  // Reads byte ranges of files into one 1-D uint8 buffer, back to back in order: range i is
+  // lengths[i] bytes of paths[i] from starts[i]; a range past a file's end fails the call
+  // with its path. Serves readers.webdataset (members of tar archives).
+  m.def("read_ranges(str[] paths, int[] starts, int[] lengths) -> Tensor");
+  // Parses a batch of TFRecord records of tf.train.Example messages: record i is
+  // data[b][offset : offset + size] for (b, offset, size) = spans[i] (1-D uint8 tensors and
+  // int64 [N, 3], CPU), its framing included (a uint64 length, 4 bytes of CRC, the payload, 4
+  // bytes of CRC; the CRCs are not checked). Extracts the features `names` as `dtypes`
+  // (tfrecord's codes: 0 int64, 1 string: the first value's bytes, 2 float32); returns
+  // (values, counts, status): values[k] all records' values of feature k back to back (int64,
+  // uint8, float32), counts int64 [N, K] their number per record (-1 where record i lacks
+  // feature k), status int32 [N]: 0 parsed, 1 the framing does not fit the span, 2 not a valid
+  // Example (counts -1). Parsed on torchdali's CPU threads. Serves readers.tfrecord.
+  m.def("tfrecord_parse(Tensor[] data, Tensor spans, str[] names, int[] dtypes) -> (Tensor[], Tensor, Tensor)");
   // The decoding ops take a batch of encoded files as one 1-D uint8 CPU buffer `data` and
   // their spans in it, int64 [N, 2] (offset, size) (csrc/encoded.h).
   // Reads the headers of encoded files (data, spans): one int64 row per file of

@@ -301,6 +301,12 @@ TORCH_CASES = {  # op -> calls (each a function of torch.ops.torchdali)
         lambda T: T.read_files(["/nonexistent/file.jpg"]),
         lambda T: T.read_files(["/dev/zero"]),
     ],
+    "read_ranges": [
+        lambda T: T.read_ranges(["/nonexistent/file.tar"], [0], [4]),
+        lambda T: T.read_ranges(["/proc/self/status"], [HUGE_INT], [4]),
+        lambda T: T.read_ranges(["/proc/self/status"], [0, 1], [4]),
+        lambda T: T.read_ranges(["/proc/self/status"], [0], [-4]),
+    ],
     "decode_jpegs_cpu": [
         lambda T: T.decode_jpegs_cpu(torch.zeros(10, dtype=torch.uint8), torch.tensor([[0, 10]]),
                                      torch.tensor([[0, 0, HUGE_INT, 4]]), False, 1, torch.zeros(1, dtype=torch.uint8)),
@@ -318,6 +324,13 @@ TORCH_CASES = {  # op -> calls (each a function of torch.ops.torchdali)
                                    torch.zeros(4, dtype=torch.uint8)),
         lambda T: T.lz4_decompress(torch.full((10,), 255, dtype=torch.uint8), torch.tensor([[0, 10, 0, 4]] * BATCH),
                                    torch.zeros(4, dtype=torch.uint8)),
+    ],
+    "tfrecord_parse": [
+        lambda T: T.tfrecord_parse([torch.zeros(10, dtype=torch.uint8)], torch.tensor([[0, 0, HUGE_INT]]), ["a"], [0]),
+        lambda T: T.tfrecord_parse([torch.zeros(10, dtype=torch.uint8)], torch.tensor([[0, HUGE_INT, 8]]), ["a"], [0]),
+        lambda T: T.tfrecord_parse([torch.zeros(10, dtype=torch.uint8)], torch.tensor([[HUGE_INT, 0, 8]]), ["a"], [1]),
+        lambda T: T.tfrecord_parse([torch.full((40,), 255, dtype=torch.uint8)], torch.tensor([[0, 0, 40]]), ["a"], [2]),
+        lambda T: T.tfrecord_parse([torch.full((40,), 10, dtype=torch.uint8)], torch.tensor([[0, 0, 40]]), [""], [HUGE_INT]),
     ],
     "request_cpu_threads": [
         lambda T: T.request_cpu_threads(-1),

@@ -117,3 +117,6 @@ def test_readers_benchmark_prints_a_row_per_reader_with_ratios(tmp_path):
     assert [r[1].strip() for r in rows] == ["readers.file, image folder", "readers.webdataset, local shards",
                                             "readers.webdataset, shards over HTTP (local server)"], out
     assert all(float(r[2]) > 0 for r in rows) and float(rows[0][3]) == 1.0, out
+    dali_rows = [line.split("|")[1].split(":")[1].strip() for line in out.splitlines() if line.startswith("| DALI ")]
+    expected = ["readers.file, image folder", "readers.webdataset, local shards"]
+    assert dali_rows == (expected if importlib.util.find_spec("nvidia.dali") else []), out

@@ -69,7 +69,7 @@ def judge(case, result):
     message = result["message"]
     if RAW.search(message):
         return "a raw internal error"
-    named = op.split(".")[-1] in message or (op == "read_files" and "cannot read '" in message)
+    named = op.split(".")[-1] in message or (op.startswith("read_") and "cannot read '" in message)
     if not named:
         return "the operator is not named"
     if kind == "fn" and changed != "input" and not any(re.search(rf"\b{a}\b", message)

@@ -1,4 +1,5 @@
-"""torchdali::read_files (the reads of readers.file) against Python's own file reads."""
+"""torchdali::read_files and read_ranges (the reads of readers.file and readers.webdataset)
+against Python's own file reads."""
 import os
 import re
 import threading
@@ -7,7 +8,7 @@ import time
 import pytest
 import torch
 
-from torchdali.kernels.io import read_files
+from torchdali.kernels.io import read_files, read_ranges
 
 SIZES = {"empty": 0, "one_byte": 1, "odd": 4099, "two_mib": 2 * 1024 * 1024 + 3}
 
@@ -107,8 +108,48 @@ def test_runs_without_the_gil(tmp_path):
     assert during > 0.3 * rate * elapsed
 
 
+def test_ranges_in_order(files):
+    """Random ranges of every file (empty ones, whole files, the same file many times), in
+    the order given and back to back."""
+    g = torch.Generator().manual_seed(1)
+    paths, starts, lengths, expected = [], [], [], b""
+    for _ in range(41):
+        path = files[int(torch.randint(0, len(files), (1,), generator=g))]
+        size = os.path.getsize(path)
+        start = int(torch.randint(0, size + 1, (1,), generator=g))
+        length = int(torch.randint(0, size - start + 1, (1,), generator=g))
+        with open(path, "rb") as f:
+            f.seek(start)
+            expected += f.read(length)
+        paths.append(path), starts.append(start), lengths.append(length)
+    paths.append(files[-1]), starts.append(0), lengths.append(os.path.getsize(files[-1]))
+    with open(files[-1], "rb") as f:
+        expected += f.read()
+    got = read_ranges(paths, starts, lengths)
+    assert got.dtype == torch.uint8 and got.dim() == 1 and got.numpy().tobytes() == expected
+    assert read_ranges([], [], []).numel() == 0
+
+
+def test_ranges_errors_name_the_file(files, tmp_path):
+    odd = files[2]  # 4099 bytes
+    with pytest.raises(RuntimeError, match=f"cannot read '{odd}': it ends at byte 4099, before the 10 bytes "
+                                           r"from 4090 \(was it truncated\?\)"):
+        read_ranges(files[:2] + [odd], [0, 0, 4090], [0, 1, 10])
+    missing = str(tmp_path / "nope.tar")
+    with pytest.raises(RuntimeError, match=f"cannot read '{missing}': No such file or directory"):
+        read_ranges([odd, missing], [0, 0], [5, 5])
+    with pytest.raises(ValueError, match="same length, got 2, 1 and 2"):
+        read_ranges([odd, odd], [0], [1, 1])
+    with pytest.raises(ValueError, match="starts at -1 with length 3; neither may be negative"):
+        read_ranges([odd], [-1], [3])
+    latin = tmp_path / os.fsdecode(b"caf\xe9.tar")
+    latin.write_bytes(b"0123456789")
+    assert read_ranges([str(latin), str(latin)], [2, 7], [3, 1]).numpy().tobytes() == b"2347"
+
+
 def test_opcheck(files):
     torch.library.opcheck(torch.ops.torchdali.read_files.default, (files,))
+    torch.library.opcheck(torch.ops.torchdali.read_ranges.default, (files, [0, 0, 7, 100], [0, 1, 9, 4000]))
 
 
 def test_torch_compile_fullgraph(files):

@@ -3,6 +3,7 @@ by a small TFRecord / tf.train.Example writer (no TensorFlow), decoded features,
 errors, sharding, shuffling and checkpoints; an optional class compares everything with
 NVIDIA DALI when `nvidia.dali` is importable."""
 import collections
+import concurrent.futures
 import json
 import os
 import shutil
@@ -17,6 +18,8 @@ import torch
 import torchdali
 import torchdali.tfrecord as tfrec
 from torchdali import fn, schema
+from torchdali.kernels.tfrecord import BAD_FRAMING, MALFORMED, PARSED, tfrecord_parse
+from torchdali.operators import tfrecord as reader
 from torchdali.operators.base import Args, OpSpec, RunContext
 from torchdali.tools import tfrecord2idx
 
@@ -167,11 +170,14 @@ def make_on(data, **kwargs):
     return make(path=paths, index_path=indexes, **{"features": FEATURES, **kwargs})
 
 
-def run(op, iterations, batch_size=3):
-    """Per batch, per sample: (source_info, tuple of the features as (dtype, shape, values))."""
+def run(op, iterations, batch_size=3, pool=None):
+    """Per batch, per sample: (source_info, tuple of the features as (dtype, shape, values));
+    the reads spread over `pool`'s threads when given."""
     out = []
+    threads = pool._max_workers if pool is not None else 1
     for i in range(iterations):
-        outputs = op.run([], Args(op, {}), RunContext(iteration=i, batch_size=batch_size, thread_pool=None))
+        ctx = RunContext(iteration=i, batch_size=batch_size, thread_pool=pool, num_threads=threads)
+        outputs = op.run([], Args(op, {}), ctx)
         assert all(len(o) == batch_size and o.layout() == "" for o in outputs)
         assert all(o.source_info == outputs[0].source_info for o in outputs)
         out.append([(outputs[0].source_info[j],
@@ -524,6 +530,299 @@ def test_malformed_examples(tmp_path, payload, message):
 def test_value_errors_name_feature_and_record(tmp_path, feature, message):
     with pytest.raises(ValueError, match=f"readers.tfrecord.*feature 'x' {message}"):
         _one_record(tmp_path, {"x": feature}, {"x": int64_feature(range(6))})
+
+
+# --- the C++ parser (torchdali::tfrecord_parse) against the Python one ---
+
+_NAMES = ["a", "bb", "", "ccc", "\u00e9", "unused"]
+
+
+def noise(rng):
+    """A field that holds no wanted value where it lands (mostly): a number the parsers skip
+    there, or numbers 1-3 on a wire type they skip."""
+    wire = int(rng.choice([0, 1, 2, 5]))
+    number = int(rng.choice([4, 9, 2**20] if wire == 2 else [1, 2, 3, 4, 2**20]))
+    payload = {0: varint(int(rng.integers(0, 2**63))), 1: rng.bytes(8), 5: rng.bytes(4),
+               2: rng.bytes(int(rng.integers(0, 6)))}[wire]
+    return field(number, wire, payload)
+
+
+def random_list(rng, kind):
+    """A Feature's list field of `kind` (1 bytes, 2 float, 3 int64): 0-4 values, packed or
+    not, sometimes with a noise field."""
+    n = int(rng.integers(0, 5))
+    if kind == 1:
+        body = b"".join(field(1, 2, rng.bytes(int(rng.integers(0, 9)))) for _ in range(n))
+    elif kind == 2:
+        values = rng.standard_normal(n).astype(np.float32)
+        body = field(1, 2, values.tobytes()) if rng.random() < 0.5 else \
+            b"".join(field(1, 5, v.tobytes()) for v in values)
+    else:
+        values = (rng.integers(-2**63, 2**63, n) >> rng.integers(0, 64, n)).tolist()
+        body = field(1, 2, b"".join(map(varint, values))) if rng.random() < 0.5 else \
+            b"".join(field(1, 0, varint(v)) for v in values)
+    if rng.random() < 0.3:
+        body = noise(rng) + body if rng.random() < 0.5 else body + noise(rng)
+    return field(kind, 2, body)
+
+
+def random_payload(rng):
+    """A tf.train.Example of random features: any names of _NAMES (some twice, some with
+    no key or no value), each a Feature of 0-3 lists of any kinds, noise at every level."""
+    entries = []
+    for _ in range(int(rng.integers(0, 7))):
+        feature = b"".join(random_list(rng, int(rng.integers(1, 4))) for _ in range(int(rng.integers(0, 4))))
+        parts = []
+        if rng.random() < 0.9:
+            parts.append(field(1, 2, _NAMES[int(rng.integers(len(_NAMES)))].encode()))
+        if rng.random() < 0.9:
+            parts.append(field(2, 2, feature + (noise(rng) if rng.random() < 0.2 else b"")))
+        if rng.random() < 0.2:
+            parts.append(noise(rng))
+        rng.shuffle(parts)
+        entries.append(field(1, 2, b"".join(parts)))
+    cut = int(rng.integers(0, len(entries) + 1))  # sometimes two Features messages
+    out = [field(1, 2, b"".join(entries[:cut])), field(1, 2, b"".join(entries[cut:]))]
+    if rng.random() < 0.3:
+        out.insert(int(rng.integers(0, 3)), noise(rng))
+    return b"".join(out)
+
+
+def mutate(rng, payload):
+    """`payload` with a random byte changed, cut short, or with bytes inserted."""
+    b = bytearray(payload)
+    how = int(rng.integers(0, 4))
+    pos = int(rng.integers(0, len(b) + 1))
+    if how == 0 and b:
+        b[min(pos, len(b) - 1)] = int(rng.integers(256))
+    elif how == 1:
+        del b[pos:]
+    elif how == 2:
+        b[pos:pos] = rng.bytes(int(rng.integers(1, 4)))
+    elif b:
+        b[min(pos, len(b) - 1)] |= 0x80  # a varint that goes on
+    return bytes(b)
+
+
+def random_records(rng, n):
+    """n framed records: most valid, a third mutated, a few with a framing that does not fit."""
+    records = []
+    for _ in range(n):
+        payload = random_payload(rng)
+        if rng.random() < 0.33:
+            payload = mutate(rng, payload)
+        record = bytearray(tf_record(payload))
+        r = rng.random()
+        if r < 0.03:
+            record[:8] = struct.pack("<Q", len(payload) + int(rng.integers(1, 5)))  # longer than the record
+        elif r < 0.06:
+            record = record[:int(rng.integers(0, 16))]
+        records.append(bytes(record))
+    return records
+
+
+def python_parse(record, names, dtypes):
+    """What the Python parser reads from one framed record: "framing" or "malformed" where
+    it rejects it, else per feature None (missing) or its values as an array."""
+    if len(record) < 16 or int.from_bytes(record[:8], "little") > len(record) - 16:
+        return "framing"
+    length = int.from_bytes(record[:8], "little")
+    wanted = {name.encode(): k for k, name in enumerate(names)}
+    try:
+        found = reader._example_values(record, memoryview(record), 12, 12 + length, wanted, dtypes)
+        return [None if v is None else reader._decode(d, [v])[0] for v, d in zip(found, dtypes)]
+    except reader._Malformed:
+        return "malformed"
+
+
+def kernel_parse(records, names, dtypes, rng):
+    """tfrecord_parse of the records, laid out of order with gaps in three buffers; per
+    record as python_parse."""
+    buffers, spans = [bytearray() for _ in range(3)], np.zeros((len(records), 3), np.int64)
+    for i in rng.permutation(len(records)):
+        b = int(rng.integers(3))
+        buffers[b] += rng.bytes(int(rng.integers(0, 3)))
+        spans[i] = b, len(buffers[b]), len(records[i])
+        buffers[b] += records[i]
+    data = [torch.from_numpy(np.frombuffer(bytes(b), np.uint8).copy()) for b in buffers]
+    values, counts, status = tfrecord_parse(data, torch.from_numpy(spans), names, dtypes)
+    counts, status = counts.numpy(), status.numpy()
+    assert counts.shape == (len(records), len(names)) and status.dtype == np.int32
+    starts = np.cumsum(np.maximum(counts, 0), axis=0) - np.maximum(counts, 0)
+    out = []
+    for i, code in enumerate(status.tolist()):
+        if code != PARSED:
+            assert code in (BAD_FRAMING, MALFORMED) and (counts[i] == -1).all()
+            out.append("framing" if code == BAD_FRAMING else "malformed")
+            continue
+        out.append([None if counts[i, k] < 0 else values[k][starts[i, k]:starts[i, k] + counts[i, k]].numpy()
+                    for k in range(len(names))])
+    return out
+
+
+def same(a, b):
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    return all((x is None and y is None) or (x is not None and y is not None and x.dtype == y.dtype
+                                             and x.tobytes() == y.tobytes()) for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_kernel_equals_the_python_parser(seed):
+    """Random feature sets and encodings, empty lists, repeated keys, missing features, and
+    malformed records: the kernel rejects exactly the records the Python parser rejects, and
+    reads the same values from the others."""
+    rng = np.random.default_rng(seed)
+    names = [str(x) for x in rng.permutation(_NAMES[:5])[:int(rng.integers(1, 6))]]
+    dtypes = rng.integers(0, 3, len(names)).tolist()
+    records = random_records(rng, 300)
+    expected = [python_parse(r, names, dtypes) for r in records]
+    got = kernel_parse(records, names, dtypes, rng)
+    for i, (e, g) in enumerate(zip(expected, got)):
+        assert same(e, g), (i, records[i], e, g)
+    kinds = collections.Counter(e if isinstance(e, str) else "parsed" for e in expected)
+    assert kinds["parsed"] > 150 and kinds["malformed"] > 30 and kinds["framing"] > 0, kinds
+    present = [v for e in expected if not isinstance(e, str) for v in e if v is not None]
+    assert sum(len(v) == 0 for v in present) > 20 and sum(len(v) > 1 for v in present) > 10
+
+
+_WANTED = example({"a": int64_feature([5, -1]), "bb": bytes_feature([b"xy"])})
+_HUGE_KEY = bytes([0x8A] + [0x80] * 8 + [0x02])  # field 1, wire 2 in its low 64 bits; 2^64 and more
+_EDGES = [
+    _HUGE_KEY + _WANTED[1:],  # not field 1: skipped
+    bytes([0x8A] + [0x80] * 8 + [0x01]) + _WANTED[1:],  # fits in 64 bits, a large field number: skipped
+    bytes([0x8A] + [0x80] * 9 + [0x00]) + _WANTED[1:],  # an 11-byte key
+    b"\x0a" + bytes([0xFF] * 9 + [0x02]) + b"abc",  # a length of 2^64 and more
+    b"\x0a" + bytes([0xFF] * 9 + [0x01]) + b"abc",  # a length of 2^63 and more
+    example({"a": int64_feature([0]) + field(3, 2, field(1, 2, bytes([0xFF] * 9 + [0x7F])))}),  # bits past 63
+    example({"a": field(3, 2, field(1, 2, bytes([0x80] * 10 + [0x00])))}),  # an 11-byte value
+    example({"a": field(3, 2, field(1, 0, bytes([0x80] * 10 + [0x00])))}),  # unpacked, 11 bytes
+    b"\x0a" + bytes([0x80 | len(_WANTED) - 2] + [0x80] * 8 + [0x02]) + _WANTED[2:],  # a length of 2^64 + its own
+    example({"f": field(2, 2, field(1, 2, b"abc"))}),  # floats of a length not a multiple of 4
+    example({"f": field(2, 2, field(1, 5, b"abcd") + field(1, 1, b"12345678") + field(1, 2, b"efgh"))}),
+    example({"a": field(2, 2, field(1, 2, b"abc"))}),  # another kind than asked: not read
+    field(1, 2, field(1, 2, field(2, 2, int64_feature([3])) + field(1, 2, b"bb"))),  # the value before the key
+    field(1, 2, field(1, 2, field(1, 0, b"\x05") + field(2, 2, int64_feature([3])))),  # a key of another wire type
+    field(1, 2, field(1, 2, field(1, 2, b"a") + field(2, 2, int64_feature([3]) + float_feature([1.0])
+                                                         + int64_feature([4]) + int64_feature([5])))),
+    example({"bb": bytes_feature([b"first"]) + field(1, 2, field(1, 2, b"second") + b"\xff")}),  # stops early
+    example({"bb": field(1, 2, field(1, 0, b"\x01") + field(1, 2, b"z"))}),
+]
+
+
+@pytest.mark.parametrize("payload", _EDGES)
+def test_kernel_equals_the_python_parser_on_edge_cases(payload):
+    names, dtypes = ["a", "bb", "f"], [tfrec.int64, tfrec.string, tfrec.float32]
+    record = tf_record(payload)
+    expected = python_parse(record, names, dtypes)
+    assert same(expected, kernel_parse([record], names, dtypes, np.random.default_rng(0))[0])
+
+
+def test_kernel_of_an_empty_batch_and_no_features():
+    values, counts, status = tfrecord_parse([], torch.zeros(0, 3, dtype=torch.int64), ["a", "b"],
+                                            [tfrec.int64, tfrec.string])
+    assert [v.dtype for v in values] == [torch.int64, torch.uint8] and [v.numel() for v in values] == [0, 0]
+    assert counts.shape == (0, 2) and status.shape == (0,)
+    record = tf_record(example({"a": int64_feature([1])}))
+    data = torch.from_numpy(np.frombuffer(record, np.uint8).copy())
+    values, counts, status = tfrecord_parse([data], torch.tensor([[0, 0, len(record)]]), [], [])
+    assert values == [] and counts.shape == (1, 0) and status.tolist() == [PARSED]
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(spans=torch.tensor([[0, 0, 100]])), "span 0 \\(0, 100\\) is outside its buffer \\(20 bytes"),
+    (dict(spans=torch.tensor([[0, -1, 2]])), "span 0 .* is outside its buffer"),
+    (dict(spans=torch.tensor([[1, 0, 2]])), "span 0 names buffer 1 of 1"),
+    (dict(spans=torch.tensor([0, 0, 3])), "must be an int64 CPU tensor \\[N, 3\\]"),
+    (dict(spans=torch.tensor([[0, 3]])), "must be an int64 CPU tensor \\[N, 3\\]"),
+    (dict(spans=torch.tensor([[0, 0, 3]], dtype=torch.int32)), "must be an int64 CPU tensor"),
+    (dict(data=[torch.zeros(2, 2, dtype=torch.uint8)]), "each of `data` must be a contiguous 1-D uint8"),
+    (dict(data=[torch.zeros(40, dtype=torch.uint8)[::2]]), "each of `data` must be a contiguous 1-D uint8"),
+    (dict(dtypes=[7]), "invalid dtype code 7"),
+    (dict(dtypes=[0, 0]), "got 1 names and 2 dtypes"),
+])
+def test_kernel_bad_input(kwargs, message):
+    args = dict(data=[torch.zeros(20, dtype=torch.uint8)], spans=torch.tensor([[0, 0, 20]]), names=["a"],
+                dtypes=[0])
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=message):
+        tfrecord_parse(**args)
+
+
+def test_kernel_opcheck():
+    rng = np.random.default_rng(1)
+    records = [tf_record(random_payload(rng)) for _ in range(7)]
+    data = torch.from_numpy(np.frombuffer(b"".join(records), np.uint8).copy())
+    sizes = torch.tensor([len(r) for r in records])
+    spans = torch.stack([torch.ones_like(sizes), torch.cumsum(sizes, 0) - sizes, sizes], 1)
+    torch.library.opcheck(torch.ops.torchdali.tfrecord_parse.default,
+                          ([data[:5], data], spans, ["a", "bb", ""], [tfrec.int64, tfrec.string, tfrec.float32]))
+
+
+def test_a_malformed_record_names_its_file_and_index(tmp_path):
+    payloads = [example({"v": int64_feature([k])}) for k in range(5)]
+    payloads[3] = example({"v": field(3, 2, field(1, 2, b"\x81"))})
+    spans = write_tfrecord(tmp_path / "a.tfrecord", payloads)
+    tfrecord2idx.main([str(tmp_path / "a.tfrecord"), str(tmp_path / "a.idx")])
+    op = make(path=str(tmp_path / "a.tfrecord"), index_path=str(tmp_path / "a.idx"), batch_size=5,
+              features={"v": tfrec.VarLenFeature(tfrec.int64, 0)})
+    with pytest.raises(RuntimeError, match=f"readers.tfrecord.*error parsing .*a.tfrecord at index {spans[3][0]}: "
+                                           "not a valid tf.train.Example.*ends inside a varint"):
+        run(op, 1, 5)
+
+
+@pytest.mark.parametrize("kwargs", [{}, dict(random_shuffle=True, initial_fill=6),
+                                    dict(num_shards=3, shard_id=2, pad_last_batch=True)])
+@pytest.mark.parametrize("gap", [0, 100, 1 << 20])
+def test_reads_what_it_maps(dataset, monkeypatch, kwargs, gap):
+    """Records read (dont_use_mmap; in ranges over gaps of up to `gap` bytes, one read per
+    range on one thread, or ranges cut into pieces read on several threads) give what the
+    mapped files give."""
+    expected = run(make_on(dataset, batch_size=5, **kwargs), 6, 5)
+    monkeypatch.setattr(reader, "_GAP", gap)
+    assert run(make_on(dataset, batch_size=5, dont_use_mmap=True, **kwargs), 6, 5) == expected
+    monkeypatch.setattr(reader, "_MIN_PIECE", 7)
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        assert run(make_on(dataset, batch_size=5, dont_use_mmap=True, **kwargs), 6, 5, pool) == expected
+
+
+def test_maps_each_file_once(dataset):
+    descriptors = len(os.listdir("/proc/self/fd"))
+    op = make_on(dataset, batch_size=5)
+    run(op, 3, 5)
+    assert len(os.listdir("/proc/self/fd")) == descriptors
+    assert sorted(op.maps) == [0, 1, 2]
+    maps = dict(op.maps)
+    run(op, 3, 5)
+    assert all(op.maps[f] is maps[f] for f in maps)
+    assert make_on(dataset, dont_use_mmap=True).mappable.tolist() == [False] * 3
+
+
+@pytest.mark.parametrize("dont_use_mmap", [False, True])
+@pytest.mark.parametrize("make_bad", [lambda p: p.unlink(), lambda p: (p.unlink(), p.mkdir())])
+def test_a_file_that_cannot_be_read(tmp_path, dont_use_mmap, make_bad):
+    write_tfrecord(tmp_path / "a.tfrecord", [example({"v": int64_feature([1])})])
+    tfrecord2idx.main([str(tmp_path / "a.tfrecord"), str(tmp_path / "a.idx")])
+    make_bad(tmp_path / "a.tfrecord")
+    op = make(path=str(tmp_path / "a.tfrecord"), index_path=str(tmp_path / "a.idx"), batch_size=1,
+              features={"v": tfrec.VarLenFeature(tfrec.int64, 0)}, dont_use_mmap=dont_use_mmap)
+    with pytest.raises(RuntimeError, match="readers.tfrecord.*cannot read '.*a.tfrecord'"):
+        run(op, 1, 1)
+
+
+@pytest.mark.parametrize("piece,dont_use_mmap", [(7, True), (1 << 20, True), (7, False)])
+def test_a_file_shorter_than_its_index_fails(tmp_path, monkeypatch, piece, dont_use_mmap):
+    spans = write_tfrecord(tmp_path / "a.tfrecord", [example({"v": int64_feature([k] * 9)}) for k in range(6)])
+    (tmp_path / "a.idx").write_text("".join(f"{o} {s}\n" for o, s in spans))
+    data = (tmp_path / "a.tfrecord").read_bytes()
+    (tmp_path / "a.tfrecord").write_bytes(data[:spans[4][0] + 3])
+    monkeypatch.setattr(reader, "_MIN_PIECE", piece)
+    op = make(path=str(tmp_path / "a.tfrecord"), index_path=str(tmp_path / "a.idx"), batch_size=6,
+              features={"v": tfrec.VarLenFeature(tfrec.int64, 0)}, dont_use_mmap=dont_use_mmap)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        with pytest.raises(RuntimeError, match=f"a.tfrecord' ends before the record its index puts at offset "
+                                               f"{spans[4][0]} \\({spans[4][1]} bytes\\)"):
+            run(op, 1, 6, pool)
 
 
 # --- NVIDIA DALI as the oracle (optional) ---

@@ -227,27 +227,43 @@ def test_the_scan_reads_headers_only(tmp_path, monkeypatch):
     assert sum(read) <= 12 * 3 * 512 and max(read) <= 512  # a header and a PAX record per member
 
 
-def test_a_batch_reads_neighbouring_members_at_once(tmp_path, monkeypatch):
+def test_archives_at_urls_stream_in_blocks(tmp_path, monkeypatch):
+    """Archives at URLs (fsspec's memory://) are read in whole aligned blocks, one request
+    each, kept for the next batches (a second epoch reads nothing); local archives are read
+    by the C++ kernel, never through storage.read_bytes."""
+    fsspec = pytest.importorskip("fsspec")
+    monkeypatch.setattr(storage, "cache_dir", None)
+    monkeypatch.delenv(storage.CACHE_ENV, raising=False)
     rng = np.random.default_rng(2)
     members = [(f"{i:03d}.jpg", blob(rng, 1000 + i)) for i in range(8)]
-    members.insert(4, ("003.bin", blob(rng, 200_000)))  # far more than the gap read through
-    path = write_tar(tmp_path / "r.tar", members)
+    members.insert(4, ("003.bin", blob(rng, 200_000)))  # blocks of it are never read for jpg alone
+    local = write_tar(tmp_path / "r.tar", members)
+    path = f"memory://wds-blocks-{os.getpid()}-{id(tmp_path)}/r.tar"
+    fsspec.filesystem("memory").pipe(path[len("memory://") - 1:], open(local, "rb").read())
     calls = []
     read_bytes = storage.read_bytes
     monkeypatch.setattr(storage, "read_bytes", lambda p, s=0, n=None: calls.append((s, n)) or read_bytes(p, s, n))
-    got = step(make(paths=[path], ext=["jpg"], batch_size=8), 8)
-    assert len(calls) == 2  # 000-003 in one read, 004-007 (past the 200 kB member) in another
-    where = tar_members(path)
-    assert [g[0] for g in got] == [(where[f"{i:03d}.jpg"][1], f"{path}:{where[f'{i:03d}.jpg'][0]}:{i:03d}.jpg")
-                                   for i in range(8)]
+    where = tar_members(local)
+    expected = [(where[f"{i:03d}.jpg"][1], f"{path}:{where[f'{i:03d}.jpg'][0]}:{i:03d}.jpg") for i in range(8)]
+    op = make(paths=[path], ext=["jpg"], batch_size=8)
+    assert [g[0] for g in step(op, 8)] == expected and len(calls) == 1  # the archive is one 4 MiB block
     calls.clear()
+    assert [g[0] for g in step(op, 8)] == expected and calls == []  # the next epoch: from the block kept
     both = step(make(paths=[path], ext=["jpg", "bin"], batch_size=8), 8)
-    assert len(calls) == 1 and [g[0] for g in both] == [g[0] for g in got]
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:  # the reads spread over the pipeline's threads
-        assert step(make(paths=[path], ext=["jpg"], batch_size=8), 8, pool) == got
+    assert len(calls) == 1 and [g[0] for g in both] == expected
+    size = os.path.getsize(local)
+    monkeypatch.setattr(webdataset, "_BLOCK_BYTES", 4096)
+    blocks = sorted({b for i in range(8) for offset, data in [where[f"{i:03d}.jpg"]]
+                     for b in range(offset // 4096, (offset + len(data) - 1) // 4096 + 1)})
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:  # a batch's blocks spread over the pipeline's threads
         calls.clear()
-        monkeypatch.setattr(webdataset, "_SPAN_BYTES", 4096)  # a read starts at most every 4 kB
-        assert step(make(paths=[path], ext=["jpg"], batch_size=8), 8, pool) == got and len(calls) == 6
+        op = make(paths=[path], ext=["jpg"], batch_size=8)
+        assert [g[0] for g in step(op, 8, pool)] == expected
+        assert sorted(calls) == [(b * 4096, min(4096, size - b * 4096)) for b in blocks]
+        calls.clear()
+        assert [g[0] for g in step(op, 8, pool)] == expected and calls == []
+        on_disk = step(make(paths=[local], ext=["jpg", "bin"], batch_size=8), 8, pool)
+        assert calls == [] and [g[0][0] for g in on_disk] == [g[0][0] for g in both]
 
 
 def test_archives_and_index_files_at_urls(tmp_path, monkeypatch):
@@ -424,7 +440,16 @@ def test_damaged_and_missing_archives(tmp_path):
     (tmp_path / "v.idx").write_text("v1.2 1\njpg 512 2000 a.jpg\n")
     op = make(paths=[path], index_paths=[str(tmp_path / "v.idx")], ext=["jpg"], batch_size=1)
     os.truncate(path, 1024)  # the archive shrinks after the reader listed it
-    with pytest.raises(RuntimeError, match=r"a.tar' ends at 1024, before its members up to 2512"):
+    with pytest.raises(RuntimeError, match=r"cannot read tar file '.*a.tar': it ends at byte 1024, before the "
+                                           r"2000 bytes from 512 \(was it truncated\?\)"):
+        step(op, 1)
+    fsspec = pytest.importorskip("fsspec")
+    url = f"memory://wds-cut-{os.getpid()}-{id(tmp_path)}/a.tar"
+    fsspec.filesystem("memory").pipe(url[len("memory://") - 1:], b"\0" * 4096)
+    op = make(paths=[url], index_paths=[str(tmp_path / "v.idx")], ext=["jpg"], batch_size=1)
+    fsspec.filesystem("memory").pipe(url[len("memory://") - 1:], b"\0" * 1024)
+    with pytest.raises(RuntimeError, match=rf"cannot read tar file '{url}': it ends at byte 1024, before the "
+                                           r"4096 bytes from 0 \(was it truncated\?\)"):  # its first block
         step(op, 1)
 
 

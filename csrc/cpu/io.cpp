@@ -1,5 +1,6 @@
-// Whole-file reads for readers.file: plain POSIX reads straight into one output buffer,
-// spread over torchdali's CPU threads (parallel.h). The dispatcher releases the caller's GIL, so
+// File reads for the readers: whole files (readers.file) and byte ranges of files (the
+// members of tar archives, readers.webdataset), plain POSIX reads straight into one output
+// buffer, spread over torchdali's CPU threads (parallel.h). The dispatcher releases the caller's GIL, so
 // the reads of a batch run in parallel, unlike Python threads that take the GIL back
 // between the open, stat, read and close of every file.
 #include <ATen/ATen.h>
@@ -100,9 +101,46 @@ std::tuple<at::Tensor, at::Tensor> read_files(std::vector<std::string> paths) {
   return {flat, sizes};
 }
 
+// Byte ranges back to back in one buffer: range i is lengths[i] bytes of paths[i] from byte
+// starts[i], read with positional reads (a range that runs past the file's end is an error
+// naming the file: a truncated archive).
+at::Tensor read_ranges(std::vector<std::string> paths, std::vector<int64_t> starts,
+                       std::vector<int64_t> lengths) {
+  const int64_t n = static_cast<int64_t>(paths.size());
+  TORCH_CHECK_VALUE(static_cast<int64_t>(starts.size()) == n && static_cast<int64_t>(lengths.size()) == n,
+                    "read_ranges: `paths`, `starts` and `lengths` must have the same length, got ", n, ", ",
+                    starts.size(), " and ", lengths.size());
+  std::vector<int64_t> offset(n + 1, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    TORCH_CHECK_VALUE(starts[i] >= 0 && lengths[i] >= 0, "read_ranges: range ", i, " of '", paths[i],
+                      "' starts at ", starts[i], " with length ", lengths[i], "; neither may be negative");
+    offset[i + 1] = offset[i] + lengths[i];
+  }
+  at::Tensor flat = at::empty({offset[n]}, at::kByte);
+  uint8_t* out = flat.data_ptr<uint8_t>();
+  torchdali::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      if (lengths[i] == 0) continue;
+      FileDescriptor file{open_file(paths[i])};
+      int64_t got = 0;
+      while (got < lengths[i]) {
+        ssize_t r = ::pread(file.fd, out + offset[i] + got, static_cast<size_t>(lengths[i] - got),
+                            static_cast<off_t>(starts[i] + got));
+        if (r < 0 && errno == EINTR) continue;
+        TORCH_CHECK(r >= 0, "cannot read '", paths[i], "': ", std::strerror(errno));
+        TORCH_CHECK(r > 0, "cannot read '", paths[i], "': it ends at byte ", starts[i] + got, ", before the ",
+                    lengths[i], " bytes from ", starts[i], " (was it truncated?)");
+        got += r;
+      }
+    }
+  });
+  return flat;
+}
+
 }  // namespace
 
 // No tensor argument: the dispatcher finds the kernel under CompositeExplicitAutograd.
 TORCH_LIBRARY_IMPL(torchdali, CompositeExplicitAutograd, m) {
   m.impl("read_files", &read_files);
+  m.impl("read_ranges", &read_ranges);
 }

@@ -1,7 +1,8 @@
-"""`torchdali::read_files` and `torchdali::jpeg_headers`: their Python faces and, beside
+"""`torchdali::read_files`, `read_ranges` and `jpeg_headers`: their Python faces and, beside
 them, the fake kernels that let `torch.compile` trace them."""
+import contextlib
 import os
-from typing import List, Union
+from typing import List, Sequence, Union
 
 import numpy as np
 import torch
@@ -10,7 +11,7 @@ from . import load_extension, register_fake
 
 load_extension()
 
-__all__ = ["EncodedFiles", "read_files", "jpeg_headers", "JPEG_FIELDS"]
+__all__ = ["EncodedFiles", "read_files", "read_ranges", "jpeg_headers", "JPEG_FIELDS"]
 
 JPEG_FIELDS = ("is_jpeg", "complete", "orientation", "subsampled", "height", "width")
 """The columns of jpeg_headers' rows."""
@@ -65,19 +66,36 @@ def read_files(paths: List[str]) -> EncodedFiles:
     """The whole contents of the files `paths`, back to back in one buffer in order, read
     in parallel on torchdali's CPU threads without the GIL. A file that cannot be read (or is
     not a regular file: a FIFO, socket or device) raises a RuntimeError naming it and the
-    reason. File names that are not UTF-8 (as os.listdir gives them, with surrogate
-    escapes) are read too: through a descriptor opened here, as the op takes UTF-8."""
+    reason."""
+    with _names_for_the_kernel(paths) as names:
+        return EncodedFiles.back_to_back(*torch.ops.torchdali.read_files.default(names))
+
+
+def read_ranges(paths: Sequence[str], starts: Sequence[int], lengths: Sequence[int]) -> torch.Tensor:
+    """Byte ranges of files back to back in one 1-D uint8 buffer, in order: range i is
+    `lengths[i]` bytes of `paths[i]` from byte `starts[i]` (the members of tar archives),
+    read in parallel on torchdali's CPU threads without the GIL. A file that cannot be read,
+    or ends before a range does, raises a RuntimeError naming it."""
+    with _names_for_the_kernel(paths) as names:
+        return torch.ops.torchdali.read_ranges.default(names, [int(v) for v in starts], [int(v) for v in lengths])
+
+
+@contextlib.contextmanager
+def _names_for_the_kernel(paths):
+    """`paths` as the ops take them (UTF-8): a name that is not UTF-8 (as os.listdir gives
+    them, with surrogate escapes) is opened here and passed as its descriptor's
+    /proc/self/fd path; the kernel's errors name the path given."""
     names, opened = list(paths), {}  # opened: descriptor -> the path it stands for
     try:
         for i, path in enumerate(names):
-            if not path.isascii() and not _is_utf8(path):
+            if not path.isascii() and not _is_utf8(path) and path not in opened.values():
                 try:
                     fd = os.open(os.fsencode(path), os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
                 except OSError as e:
                     raise RuntimeError(f"cannot read {path!r}: {e.strerror}") from None
                 opened[fd] = path
-                names[i] = f"/proc/self/fd/{fd}"
-        return EncodedFiles.back_to_back(*torch.ops.torchdali.read_files.default(names))
+        descriptor = {path: f"/proc/self/fd/{fd}" for fd, path in opened.items()}
+        yield [descriptor.get(path, path) for path in names]
     except RuntimeError as e:
         if not opened:
             raise
@@ -102,6 +120,11 @@ def _is_utf8(text):
 def _read_files_fake(paths):
     ctx = torch.library.get_ctx()
     return torch.empty(ctx.new_dynamic_size(), dtype=torch.uint8), torch.empty(len(paths), dtype=torch.int64)
+
+
+@register_fake("torchdali::read_ranges")
+def _read_ranges_fake(paths, starts, lengths):
+    return torch.empty(sum(lengths), dtype=torch.uint8)
 
 
 def jpeg_headers(files: Union[EncodedFiles, List[torch.Tensor]]) -> torch.Tensor:

@@ -3,23 +3,31 @@ TensorFlow.
 
 It is `readers.file` with another list: the entries are the records the index files name
 (offset and size per record, as `tfrecord2idx` writes them), read in their stored order;
-sharding, padding, the shuffle buffer and checkpoints are FileReader's. A batch reads each
-run of adjacent records with one read, walks each record's protobuf wire format for the
-features asked for (a small parser: varints and length-delimited fields), and decodes each
-feature's values for the whole batch at once (packed and unpacked int64 varints alike).
+sharding, padding, the shuffle buffer and checkpoints are FileReader's. Local files are
+mapped in memory once (DALI's default); with dont_use_mmap, and for URLs, a batch's records
+are read instead, in ranges that span records close to each other, cut into pieces across
+the pipeline's threads. One call of the C++ kernel `torchdali::tfrecord_parse` walks every record's
+protobuf wire format for the features asked for and writes each feature's values for the
+whole batch, on torchdali's CPU threads without the GIL. The plain Python parser below
+explains the records the kernel rejects (the tests hold the two to the same verdicts and
+values).
 
 As in DALI: the CRCs of the framing are not checked; outputs come in the order of the
 `features` dict; a record without a feature gives a scalar 0 (so a batch mixing records
 with and without it fails unless the feature is a scalar); `default_value` fills nothing;
 a FixedLenFeature with fewer values than its shape is padded (with zeros here, where DALI
-leaves the memory as it was); a string feature gives its first value's bytes.
+leaves the memory as it was); a string feature gives its first value's bytes. A mapped
+file must not shrink while it is read (reading the bytes it lost raises SIGBUS): use
+dont_use_mmap for files that change.
 """
+import os
 import re
 
 import numpy as np
 import torch
 
 from .. import storage
+from ..kernels.tfrecord import tfrecord_parse
 from ..schema import BOOL, REQUIRED, STRS, Arg, ArgType, register
 from ..tensor_list import TensorList
 from ..tfrecord import Feature, FixedLenFeature, VarLenFeature, float32, int64, string
@@ -33,6 +41,8 @@ _LOADER_ARGS = ("shard_id", "num_shards", "stick_to_shard", "pad_last_batch", "r
 
 _TORCH_DTYPES = {int64: torch.int64, float32: torch.float32, string: torch.uint8}
 _FRAMING = 16  # uint64 length, its CRC, the payload's CRC
+_MIN_PIECE = 1 << 20  # bytes: a smaller read is not worth handing to another thread
+_GAP = 32 << 10  # bytes between two records that one read still spans: a read costs as much as copying ~30 KB
 _INDEX_NUMBERS = re.compile(rb"(?:\s*[+-]?\d+)*")  # what C++'s `stream >> int64` pairs read
 
 
@@ -56,6 +66,8 @@ def _features(value):
 
 
 FEATURES = ArgType("dict of (str, tfrecord.Feature)", _features)
+_DONT_USE_MMAP = Arg("dont_use_mmap", BOOL, False, "Read local files with plain I/O instead of mapping them in "
+                     "memory (files at URLs are always read).")
 
 
 def _ndim(feature):
@@ -80,7 +92,7 @@ def _ndim(feature):
             "dont_use_mmap=True, as in DALI)."),
         Arg("shuffle_after_epoch", BOOL, False, "Shuffle the order of the files every epoch (the first one "
             "included), identically on every shard; records stay in order within each file."),
-    ] + [FileReader.schema.args[name] for name in _LOADER_ARGS])
+    ] + [_DONT_USE_MMAP if name == "dont_use_mmap" else FileReader.schema.args[name] for name in _LOADER_ARGS])
 class TFRecordReader(FileReader):
     """Reads the `features` of tf.train.Example records from TFRecord files, one output per
     feature: int64 (int64), float32 (float32) or string (uint8 bytes, 1D); FixedLenFeature
@@ -89,6 +101,7 @@ class TFRecordReader(FileReader):
 
     def __init__(self, spec):
         self.features = spec.args["features"]
+        self.keys = list(self.features)
         self.wanted = {name.encode(): k for k, name in enumerate(self.features)}
         self.dtypes = [f.dtype for f in self.features.values()]
         super().__init__(spec)
@@ -128,6 +141,8 @@ class TFRecordReader(FileReader):
         self.file_starts = np.concatenate([[0], np.cumsum(counts)])
         self.record_file = np.repeat(np.arange(len(spans)), counts)
         self.offsets, self.sizes = np.concatenate(spans).T.copy()
+        self.mappable = np.array([not (a["dont_use_mmap"] or storage.is_url(p)) for p in self.files])
+        self.maps = {}  # file index -> the file mapped in memory, made at its first read
         names = [f"{self.files[f]} at index {o}" for f, o in zip(self.record_file.tolist(), self.offsets.tolist())]
         return "", list(zip(names, range(len(names))))
 
@@ -169,73 +184,155 @@ class TFRecordReader(FileReader):
             self._prepare()
         picks = np.array(self._next_batch(ctx.batch_size), np.int64)
         infos = [self.names[e] for e in picks.tolist()]
-        found = [self._parse(*record, info) for record, info in zip(self._read(picks, ctx), infos)]
-        return [self._batch(name, f, [values[k] for values in found], infos)
+        buffers, spans = self._records(picks, ctx)
+        values, counts, status = tfrecord_parse(buffers, torch.from_numpy(spans), self.keys, self.dtypes)
+        bad = np.flatnonzero(status.numpy())
+        if len(bad):
+            i = int(bad[0])
+            b, offset, size = spans[i].tolist()
+            self._explain(buffers[b][offset:offset + size].numpy().tobytes(), infos[i], i)
+        counts = counts.numpy()
+        return [self._batch(name, f, values[k], counts[:, k], infos)
                 for k, (name, f) in enumerate(self.features.items())]
 
-    def _read(self, picks, ctx):
-        """(buffer, its memoryview, start, end) of each picked record; each run of records
-        that follow one another in a file is read at once."""
-        files, offsets = self.record_file[picks], self.offsets[picks]
-        ends = offsets + self.sizes[picks]
-        first = np.ones(len(picks), bool)
-        first[1:] = (files[1:] != files[:-1]) | (offsets[1:] != ends[:-1])
-        starts = np.flatnonzero(first)
-        runs = zip(starts.tolist(), np.append(starts[1:], len(picks)).tolist())
+    def _records(self, picks, ctx):
+        """Buffers holding the picked records and their (buffer, offset, size) in them, int64
+        [N, 3]. Local files are mapped in memory (unless dont_use_mmap, as in DALI), each once
+        for the reader's life, and parsed in place; the records of the others are read."""
+        files, offsets, sizes = self.record_file[picks], self.offsets[picks], self.sizes[picks]
+        negative = np.flatnonzero(offsets < 0)
+        if len(negative):
+            path = self.files[files[negative[0]]]
+            raise self.error(f"'{path}': the index gives the invalid offset {offsets[negative[0]]}", file=path)
+        spans = np.column_stack([np.zeros_like(files), offsets, sizes])
+        mapped = self.mappable[files]
+        buffers = []
+        if mapped.any():
+            used, spans[mapped, 0] = np.unique(files[mapped], return_inverse=True)
+            buffers = [self._mapping(f) for f in used.tolist()]
+            lengths = np.array([len(b) for b in buffers], np.int64)
+            short = np.flatnonzero(mapped & (offsets + sizes > lengths[spans[:, 0]]))
+            if len(short):
+                self._short(files[short[0]], offsets[short[0]], sizes[short[0]])
+        if not mapped.all():
+            rest = np.flatnonzero(~mapped)
+            data, spans[rest, 1] = self._read(files[rest], offsets[rest], sizes[rest], ctx)
+            spans[rest, 0] = len(buffers)
+            buffers.append(data)
+        return buffers, spans
 
-        def read(run):
-            lo, hi = run
-            base = int(offsets[lo])
-            path = self.files[files[lo]]
-            if base < 0:
-                raise self.error(f"'{path}': the index gives the invalid offset {base}", file=path)
+    def _mapping(self, f):
+        """File f mapped in memory as a uint8 tensor: privately (nothing is written back),
+        without keeping a descriptor open."""
+        if f not in self.maps:
+            path = self.files[f]
             try:
-                data = storage.read_bytes(path, base, int(ends[hi - 1]) - base)
+                size = os.stat(path).st_size
+                self.maps[f] = torch.from_file(path, shared=False, size=size, dtype=torch.uint8) if size else \
+                    torch.empty(0, dtype=torch.uint8)
             except OSError as e:
                 raise self.error(f"cannot read '{path}': {e.strerror}", file=path) from None
-            short = np.flatnonzero(ends[lo:hi] - base > len(data))
-            if len(short):
-                k = lo + int(short[0])
-                raise self.error(f"'{path}' ends before the record its index puts at offset {offsets[k]} "
-                                 f"({self.sizes[picks[k]]} bytes)", file=path)
-            view = memoryview(data)
-            return [(data, view, int(o) - base, int(e) - base) for o, e in zip(offsets[lo:hi], ends[lo:hi])]
+            except RuntimeError as e:  # torch's, where the file cannot be mapped
+                raise self.error(f"cannot read '{path}': {str(e).splitlines()[0]}", file=path) from None
+        return self.maps[f]
 
-        pool = ctx.thread_pool
-        return [record for part in (pool.map if pool is not None else map)(read, runs) for record in part]
+    def _short(self, f, offset, size):
+        """Raises the error of a file that ends before the record at `offset`."""
+        path = self.files[f]
+        raise self.error(f"'{path}' ends before the record its index puts at offset {offset} ({size} bytes)",
+                         file=path)
 
-    def _parse(self, buf, view, start, stop, info):
+    def _read(self, files, offsets, sizes, ctx):
+        """The records of `files` at `offsets` read into one uint8 tensor, and their offsets in
+        it: read in ranges (see _ranges), cut into pieces that the pipeline's threads share."""
+        ranges, placed = _ranges(files, offsets, offsets + sizes)
+        threads = ctx.num_threads if ctx.thread_pool is not None else 1
+        pieces = _pieces(ranges, threads)
+        data = torch.empty(int(ranges[:, 2].sum()), dtype=torch.uint8)
+        got = self._read_pieces(pieces, data, ctx, threads)
+        short = got < pieces[:, 3]
+        if short.any():  # a file ends early: the first record that ends after it
+            ended = {}
+            for f, end in zip(pieces[short, 0].tolist(), (pieces[short, 1] + got[short]).tolist()):
+                ended[f] = min(end, ended.get(f, end))
+            k = next(k for k in range(len(files)) if offsets[k] + sizes[k] > ended.get(files[k], np.inf))
+            self._short(files[k], offsets[k], sizes[k])
+        return data, placed
+
+    def _read_pieces(self, pieces, data, ctx, threads):
+        """Reads each piece (file, file offset, buffer offset, length) into `data`, a group of
+        pieces per thread; returns the bytes each got (fewer where its file ends first)."""
+        out = memoryview(data.numpy())
+        fds = {}  # file index -> descriptor, for the local files
+
+        def read(rows):
+            done = []
+            for f, start, at, length in rows:
+                try:
+                    done.append(_read_into(fds.get(f), self.files[f], start, out[at:at + length]))
+                except OSError as e:
+                    raise self.error(f"cannot read '{self.files[f]}': {e.strerror}", file=self.files[f]) from None
+            return done
+
+        rows = pieces.tolist()
+        threads = min(threads, len(rows))
+        groups = [rows[len(rows) * g // threads:len(rows) * (g + 1) // threads] for g in range(threads)]
+        try:
+            for f in set(pieces[:, 0].tolist()):
+                if not storage.is_url(self.files[f]):
+                    try:
+                        fds[f] = os.open(self.files[f], os.O_RDONLY | os.O_CLOEXEC)
+                    except OSError as e:
+                        raise self.error(f"cannot read '{self.files[f]}': {e.strerror}", file=self.files[f]) from None
+            parts = ctx.thread_pool.map(read, groups) if threads > 1 and len(rows) > 1 else [read(rows)]
+            return np.array([n for part in parts for n in part], np.int64)
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+
+    def _explain(self, record, info, i):
+        """Raises the Python parser's error for a record the kernel rejected (`record`: its
+        bytes, framing included)."""
+        found = self._parse(record, info)
+        for name, f, value in zip(self.features, self.features.values(), found):
+            try:
+                _decode(f.dtype, [b"" if value is None else value])
+            except _Malformed as e:
+                raise self.error(f"error parsing {info}: not a valid tf.train.Example (feature '{name}': {e})",
+                                 sample=i) from None
+        raise self.error(f"error parsing {info}: not a valid tf.train.Example", sample=i)
+
+    def _parse(self, record, info):
         """Per feature: the record's values as bytes (packed varints, little-endian floats or
-        the first string), or None where the record lacks the feature."""
-        size = stop - start
+        the first string), or None where the record lacks the feature. The plain Python
+        parser: it explains the records the kernel rejects, and tests check the kernel
+        against it."""
+        size = len(record)
         if size < _FRAMING:
             raise self.error(f"error parsing {info}: the record is too short ({size} bytes, the framing alone "
                              f"takes {_FRAMING})")
-        length = int.from_bytes(buf[start:start + 8], "little")
+        length = int.from_bytes(record[:8], "little")
         if length > size - _FRAMING:
             raise self.error(f"error parsing {info}: the record's payload length is {length} bytes, "
                              f"{size - _FRAMING} are available")
         try:
-            return _example_values(buf, view, start + 12, start + 12 + length, self.wanted, self.dtypes)
+            return _example_values(record, memoryview(record), 12, 12 + length, self.wanted, self.dtypes)
         except _Malformed as e:
             raise self.error(f"error parsing {info}: not a valid tf.train.Example ({e})") from None
 
-    def _batch(self, name, feature, values, infos):
-        """One output: the batch's values of one feature, shaped as the feature says."""
-        n, ndim = len(values), _ndim(feature)
-        missing = [v is None for v in values]
-        if ndim and all(missing):  # DALI's output for a missing feature: a scalar (0 here, DALI's is unset)
+    def _batch(self, name, feature, data, counts, infos):
+        """One output: the batch's values of one feature (`data`, `counts` per record, -1 where
+        it lacks the feature), shaped as the feature says."""
+        n, ndim = len(counts), _ndim(feature)
+        missing = counts < 0
+        if ndim and missing.all():  # DALI's output for a missing feature: a scalar (0 here, DALI's is unset)
             return TensorList.make(torch.zeros(n, dtype=_TORCH_DTYPES[feature.dtype]), device="cpu",
                                    source_info=infos)
-        if ndim and any(missing):
-            i = missing.index(True)
+        if ndim and missing.any():
+            i = int(np.argmax(missing))
             raise self.error(f"feature '{name}' is missing in {infos[i]}, which makes a scalar, while other "
                              f"records of the batch have it with {ndim} dims", ValueError, sample=i)
-        try:  # a scalar feature's missing values are no values: 0
-            data, counts = _decode(feature.dtype, [b"" if v is None else v for v in values])
-        except _Malformed as e:
-            raise self.error(f"error parsing {infos[e.sample]}: not a valid tf.train.Example (feature '{name}': "
-                             f"{e})", sample=e.sample) from None
+        counts = np.maximum(counts, 0)  # a scalar feature's missing values are no values: 0
         if feature.dtype == string:
             shapes = counts.reshape(-1, 1)
         elif feature.fixed:
@@ -247,7 +344,7 @@ class TFRecordReader(FileReader):
                 raise self.error(f"feature '{name}' has {counts[bad[0]]} values in {infos[bad[0]]}, not a multiple "
                                  f"of its partial_shape {list(feature.shape)}", ValueError, sample=int(bad[0]))
             shapes = np.column_stack([counts // m] + [np.full(n, d) for d in feature.shape])
-        return TensorList.from_flat(torch.from_numpy(data), shapes, device="cpu", source_info=infos)
+        return TensorList.from_flat(data, shapes, device="cpu", source_info=infos)
 
     def _fixed(self, name, feature, data, counts, infos):
         """The values of a FixedLenFeature, each sample padded with zeros to its shape."""
@@ -258,11 +355,58 @@ class TFRecordReader(FileReader):
             raise self.error(f"feature '{name}' has {counts[i]} values in {infos[i]}, more than its shape "
                              f"{list(feature.shape)} holds", ValueError, sample=i)
         if (counts != volume).any():
-            out = np.zeros(n * volume, data.dtype)
+            out = torch.zeros(n * volume, dtype=data.dtype)
             firsts = np.cumsum(counts) - counts
-            out[np.arange(len(data)) + np.repeat(np.arange(n) * volume - firsts, counts)] = data
+            out[torch.from_numpy(np.arange(len(data)) + np.repeat(np.arange(n) * volume - firsts, counts))] = data
             data = out
         return data, np.tile(np.array(feature.shape, np.int64), (n, 1))
+
+
+def _ranges(files, offsets, ends):
+    """The reads of the records files[k][offsets[k]:ends[k]]: (file, start, length) per
+    range, in file order, records less than _GAP bytes apart sharing one (the bytes between
+    them are read too: fewer, larger reads); and each record's offset in the ranges' bytes
+    laid back to back."""
+    order = np.lexsort((offsets, files))
+    f, o, e = files[order], offsets[order], ends[order]
+    new = np.ones(len(f), bool)  # where a range starts
+    new[1:] = (f[1:] != f[:-1]) | (o[1:] > e[:-1] + _GAP)
+    lo = np.flatnonzero(new)
+    ranges = np.column_stack([f[lo], o[lo], np.maximum.reduceat(e, lo) - o[lo]])
+    at = np.cumsum(ranges[:, 2]) - ranges[:, 2]
+    which = np.cumsum(new) - 1
+    placed = np.empty_like(offsets)
+    placed[order] = at[which] + o - ranges[which, 1]
+    return ranges, placed
+
+
+def _pieces(ranges, threads):
+    """The ranges (file, start, length) cut into pieces (file, file offset, buffer offset,
+    length) of at least _MIN_PIECE bytes, about `threads` for the biggest batches; the
+    buffer holds the ranges back to back."""
+    lengths = ranges[:, 2]
+    at = np.cumsum(lengths) - lengths
+    size = max(_MIN_PIECE, -(-int(lengths.sum()) // threads))
+    cuts = np.maximum(1, -(-lengths // size))
+    r = np.repeat(np.arange(len(ranges)), cuts)
+    skip = (np.arange(len(r)) - np.repeat(np.cumsum(cuts) - cuts, cuts)) * size
+    return np.column_stack([ranges[r, 0], ranges[r, 1] + skip, at[r] + skip, np.minimum(size, lengths[r] - skip)])
+
+
+def _read_into(fd, path, start, out):
+    """Reads len(out) bytes from `start` of `path` (through descriptor `fd` where it is a
+    local file) into memoryview `out`, fewer where the file ends first; returns how many."""
+    if fd is None:
+        data = storage.read_bytes(path, start, len(out))
+        out[:len(data)] = data
+        return len(data)
+    got = 0
+    while got < len(out):
+        n = os.preadv(fd, [out[got:]], start + got)
+        if not n:
+            break
+        got += n
+    return got
 
 
 # --- the protobuf wire format of tf.train.Example ---

@@ -39,16 +39,15 @@ import numpy as np
 import torch
 
 from .. import storage, types
+from ..kernels.io import read_ranges
 from ..schema import BOOL, DTYPE, REQUIRED, STR, STRS, Arg, ArgType, register
 from ..tensor_list import TensorList
 from .base import BatchSpec
 from .coco import _LOADER_ARGS
 from .readers import FileReader
 
-# Members this close to each other (bytes) are read in one request, the gap with them; a
-# request starting at most every _SPAN_BYTES, so that a batch's reads spread over threads.
-_MERGE_GAP = 1 << 16
-_SPAN_BYTES = 4 << 20
+# Archives at URLs are read in aligned blocks of this many bytes, one request each.
+_BLOCK_BYTES = 4 << 20
 
 _BEHAVIORS = ("empty", "skip", "error")
 _SUPPORTED = tuple(types.DALIDataType(v) for v in range(11))  # UINT8 ... FLOAT64 (not BOOL)
@@ -381,10 +380,11 @@ class WebdatasetReader(FileReader):
         ends = [np.where(p, o + z, 0) for p, o, z in zip(s.present, s.offsets, s.sizes)]
         furthest = np.max(ends, axis=0)  # per sample
         filled = np.flatnonzero(s.count)
+        self._archive_bytes, self._blocks = {}, None  # the sizes; URLs' blocks (_read_members)
         for t, end in zip(filled.tolist(), np.maximum.reduceat(furthest, s.first[filled]).tolist()):
             path = self.archives[t]
             try:
-                size = storage.size(path)
+                size = self._archive_bytes[t] = storage.size(path)
             except OSError as e:
                 raise self.error(f"cannot read tar file '{path}': {e.strerror}") from None
             if end > size:
@@ -416,49 +416,71 @@ class WebdatasetReader(FileReader):
         present = [p[picks] for p in s.present]
         offsets = [o[picks] for o in s.offsets]
         sizes = [z[picks] for z in s.sizes]  # 0 where absent
-        members = self._read_members(np.concatenate([archive[p] for p in present]),
-                                     np.concatenate([o[p] for o, p in zip(offsets, present)]),
-                                     np.concatenate([z[p] for z, p in zip(sizes, present)]), ctx)
-        outs, used = [], 0
-        for k, dtype in enumerate(self.dtypes):
-            mine = members[used:used + int(present[k].sum())]
-            used += len(mine)
-            flat = torch.from_numpy(np.concatenate(mine)) if mine else torch.empty(0, dtype=torch.uint8)
+        flats = self._read_outputs([(archive[p], o[p], z[p]) for p, o, z in zip(present, offsets, sizes)], ctx)
+        outs = []
+        for k, (dtype, flat) in enumerate(zip(self.dtypes, flats)):
             info = [f"{self.archives[t]}:{o}:{s.names[k][i]}" if p else ""
                     for t, o, i, p in zip(archive.tolist(), offsets[k].tolist(), picks.tolist(), present[k])]
             shapes = sizes[k] // self.itemsizes[k]
             outs.append(TensorList.from_flat(flat.view(dtype), shapes[:, None], device="cpu", source_info=info))
         return outs
 
-    def _read_members(self, archive, offsets, sizes, ctx):
-        """The bytes of the members (archive, offset, size), in the order given: each read
-        once, members close together in an archive in one ranged read, the reads spread
-        over the pipeline's threads."""
-        order = np.lexsort((offsets, archive))
-        a, start, end = archive[order], offsets[order], offsets[order] + sizes[order]
-        unique = np.ones(len(a), bool)
-        unique[1:] = (a[1:] != a[:-1]) | (start[1:] != start[:-1])
-        member_of = np.empty(len(a), np.int64)
-        member_of[order] = np.cumsum(unique) - 1  # each request's member among the unique ones
-        a, start, end = a[unique], start[unique], end[unique]
-        opens = np.ones(len(a), bool)
-        block = start // _SPAN_BYTES
-        opens[1:] = (a[1:] != a[:-1]) | (start[1:] - end[:-1] > _MERGE_GAP) | (block[1:] != block[:-1])
-        firsts = np.flatnonzero(opens)
-        span_of = np.cumsum(opens) - 1
-        span_start = start[firsts]
-        span_end = np.maximum.reduceat(end, firsts) if len(a) else end
-        spans = [(self.archives[t], b, e - b) for t, b, e in zip(a[firsts].tolist(), span_start.tolist(),
-                                                                span_end.tolist())]
-        pool = ctx.thread_pool
-        data = list(pool.map(self._read_span, spans)) if pool is not None and len(spans) > 1 \
-            else [self._read_span(span) for span in spans]
-        at = (start - span_start[span_of]).tolist()
-        members = [data[j][o:o + n] for j, o, n in zip(span_of.tolist(), at, (end - start).tolist())]
-        return [members[m] for m in member_of.tolist()]
+    def _read_outputs(self, members, ctx):
+        """Per output, the bytes of its members (archive, offset, size arrays) back to back
+        in one uint8 tensor, all read into one buffer: from local archives by positional
+        reads in C++ over torchdali's threads, without the GIL; from URLs by ranged reads
+        through storage (see _read_members)."""
+        archive, offsets, sizes = (np.concatenate(column) for column in zip(*members))
+        if any(storage.is_url(path) for path in self.archives):
+            data = self._read_members(archive, offsets, sizes, ctx)
+            flat = torch.from_numpy(np.concatenate(data)) if data else torch.empty(0, dtype=torch.uint8)
+        else:
+            try:
+                flat = read_ranges([self.archives[t] for t in archive.tolist()], offsets, sizes)
+            except RuntimeError as e:  # the kernel's message names the tar file and the reason
+                raise self.error(str(e).splitlines()[0].replace("cannot read '", "cannot read tar file '")) from None
+        bounds = np.cumsum([0] + [int(z.sum()) for _, _, z in members]).tolist()
+        outs = []
+        for begin, end, itemsize in zip(bounds, bounds[1:], self.itemsizes):
+            part = flat[begin:end]  # viewed as its type, it must start at a multiple of the type's size
+            outs.append(part if begin % itemsize == 0 else part.clone())
+        return outs
 
-    def _read_span(self, span):
-        path, start, length = span
+    def _read_members(self, archive, offsets, sizes, ctx):
+        """The bytes of the members (archive, offset, size) of URLs, in the order given, cut
+        out of whole blocks of _BLOCK_BYTES of their archives. A block is fetched in one
+        ranged request (a batch's blocks concurrently, over the pipeline's threads) and kept
+        while the shuffle window may still need it (least recently used out first), so the
+        archives stream in large sequential reads as the window moves through them, not in
+        a request per sample."""
+        if self._blocks is None:
+            self._blocks = collections.OrderedDict()
+            window_bytes = (self.fill + ctx.batch_size) * sum(int(z.sum()) for z in self.samples.sizes) / self.size
+            self._block_room = 2 * int(np.ceil(window_bytes / _BLOCK_BYTES)) + 2 * len(self.archives)
+        first = offsets // _BLOCK_BYTES
+        last = np.maximum(first, (offsets + sizes - 1) // _BLOCK_BYTES)
+        wanted = sorted({(t, b) for t, f, n in zip(archive.tolist(), first.tolist(), last.tolist())
+                         for b in range(f, n + 1)})
+        missing = [key for key in wanted if key not in self._blocks]
+        pool = ctx.thread_pool
+        fetched = list(pool.map(self._read_block, missing)) if pool is not None and len(missing) > 1 \
+            else [self._read_block(key) for key in missing]
+        self._blocks.update(zip(missing, fetched))
+        for key in wanted:
+            self._blocks.move_to_end(key)
+        members = []
+        for t, o, z, f, n in zip(archive.tolist(), offsets.tolist(), sizes.tolist(), first.tolist(), last.tolist()):
+            data = self._blocks[(t, f)] if f == n else np.concatenate([self._blocks[(t, b)] for b in range(f, n + 1)])
+            members.append(data[o - f * _BLOCK_BYTES:o - f * _BLOCK_BYTES + z])
+        while len(self._blocks) > max(self._block_room, len(wanted)):
+            self._blocks.popitem(last=False)
+        return members
+
+    def _read_block(self, key):
+        """Block b of archive t (key (t, b)): _BLOCK_BYTES bytes, fewer at the archive's end."""
+        t, b = key
+        path, start = self.archives[t], b * _BLOCK_BYTES
+        length = min(_BLOCK_BYTES, self._archive_bytes[t] - start)
         try:
             data = storage.read_bytes(path, start, length)
         except OSError as e:
@@ -466,8 +488,8 @@ class WebdatasetReader(FileReader):
         except ImportError as e:
             raise self.error(str(e), ImportError) from None
         if len(data) < length:
-            raise self.error(f"tar file '{path}' ends at {start + len(data)}, before its members up to "
-                             f"{start + length} (was it truncated?)")
+            raise self.error(f"cannot read tar file '{path}': it ends at byte {start + len(data)}, before the "
+                             f"{length} bytes from {start} (was it truncated?)")
         return np.frombuffer(data, np.uint8)
 
 
