@@ -4,7 +4,7 @@
 # compares against. Run again, it installs nothing twice and recompiles only the sources
 # that changed (the objects stay in build/temp).
 #   bash scripts/setup.sh          # for the benchmark
-#   bash scripts/setup.sh --test   # plus pytest, matplotlib and the remote-storage test servers
+#   bash scripts/setup.sh --test   # plus pytest, matplotlib, mkdocs and the remote-storage test servers
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -63,6 +63,7 @@ else
 fi
 if [ "${1:-}" = "--test" ]; then
   has "pytest, matplotlib" || { say "installing pytest and matplotlib"; pip install -q pytest matplotlib; }
+  has mkdocs || { say "installing mkdocs (the documentation site's builder)"; pip install -q -r docs/requirements.txt; }
   # The remote-storage tests' clients (http, S3) and their S3 server (moto).
   has "aiohttp, s3fs, moto, flask_cors" || { say "installing aiohttp, s3fs and moto (remote-storage tests)";
     pip install -q aiohttp s3fs "moto[s3]" flask flask-cors; }

@@ -67,6 +67,7 @@ class TensorList:
         return cls(self.sample(i), self._layout, info)
 
     def layout(self):
+        """The samples' layout, e.g. "HWC" ("" for none)."""
         return self._layout
 
     def ndim(self):
@@ -167,6 +168,7 @@ class TensorList:
 
     @property
     def dtype(self):
+        """The samples' element type, as a DALIDataType (NO_TYPE for an empty batch)."""
         if self._dense is not None:
             return types.to_dali_type(self._dense.dtype)
         if self._flat is not None:
@@ -263,9 +265,11 @@ class TensorListCPU(TensorList):
     device = "cpu"
 
     def at(self, i):
+        """Sample i as a NumPy array viewing the batch's memory."""
         return self._views()[i].numpy()
 
     def as_array(self):
+        """The dense batch as one NumPy array [N, ...], without a copy."""
         return self.as_torch().numpy()
 
     def as_tensor(self):
@@ -273,9 +277,11 @@ class TensorListCPU(TensorList):
         return TensorCPU(self.as_torch(), self._layout)
 
     def as_cpu(self):
+        """The batch itself: it is already in host memory."""
         return self
 
     def as_reshaped_tensor(self, shape):
+        """The dense batch reshaped to `shape` (same number of elements), as one TensorCPU."""
         return TensorCPU(self.as_torch().reshape(shape), self._layout)
 
     def __array__(self, dtype=None, copy=None):
@@ -300,9 +306,11 @@ class TensorListGPU(TensorList):
         return self._stream
 
     def at(self, i):
+        """Sample i as a torch CUDA tensor viewing the batch's memory."""
         return self._views()[i]
 
     def as_cpu(self):
+        """A copy of the batch in host memory (TensorListCPU), with the same layout."""
         if self._dense is not None:
             return TensorListCPU(self._dense.cpu(), self._layout)
         if self._flat is not None:
@@ -310,9 +318,11 @@ class TensorListGPU(TensorList):
         return TensorListCPU([s.cpu() for s in self._samples], self._layout)
 
     def as_tensor(self):
+        """The dense batch (`TensorGPU`); raises if the samples differ in shape."""
         return TensorGPU(self.as_torch(), self._layout)
 
     def as_reshaped_tensor(self, shape):
+        """The dense batch reshaped to `shape` (same number of elements), as one TensorGPU."""
         return TensorGPU(self.as_torch().reshape(shape), self._layout)
 
     @property
@@ -333,9 +343,11 @@ class Tensor:
         return self._source_info
 
     def shape(self):
+        """The tensor's shape, as a list."""
         return list(self._data.shape)
 
     def layout(self):
+        """The tensor's layout, e.g. "HWC" ("" for none)."""
         return self._layout
 
     def ndim(self):
@@ -360,9 +372,11 @@ class Tensor:
 
     @property
     def dtype(self):
+        """The element type, as a DALIDataType."""
         return types.to_dali_type(self._data.dtype)
 
     def as_torch(self):
+        """The data as a torch tensor, without a copy."""
         return self._data
 
     def __dlpack__(self, *args, **kwargs):
@@ -373,15 +387,21 @@ class Tensor:
 
 
 class TensorCPU(Tensor):
+    """A tensor in host memory (DALI's TensorCPU): NumPy reads it through `np.array(t)`."""
+
     def __array__(self, dtype=None, copy=None):
         arr = self._data.numpy()
         return arr if dtype is None else arr.astype(dtype)
 
     def as_cpu(self):
+        """The tensor itself: it is already in host memory."""
         return self
 
 
 class TensorGPU(Tensor):
+    """A tensor in GPU memory (DALI's TensorGPU): CUDA libraries read it through
+    `__cuda_array_interface__` or DLPack."""
+
     _stream = None
 
     def device_id(self):
@@ -394,6 +414,7 @@ class TensorGPU(Tensor):
         return self._stream
 
     def as_cpu(self):
+        """A copy in host memory (TensorCPU), with the same layout and source info."""
         return TensorCPU(self._data.cpu(), self._layout, self._source_info)
 
     @property

@@ -60,6 +60,9 @@ class TensorLayout(str):
 
 
 class PipelineAPIType(enum.Enum):
+    """The ways of running a pipeline, as DALI names them: run() (BASIC), an iterator
+    (ITERATOR), schedule_run() with outputs() (SCHEDULED)."""
+
     BASIC = 0
     ITERATOR = 1
     SCHEDULED = 2

@@ -11,10 +11,12 @@ from .core import augmentation
 
 
 def warp_x_param(magnitude):
+    """The parameter of the horizontal warps (shear_x, translate_x): [magnitude, 0]."""
     return [magnitude, 0]
 
 
 def warp_y_param(magnitude):
+    """The parameter of the vertical warps (shear_y, translate_y): [0, magnitude]."""
     return [0, magnitude]
 
 
@@ -130,6 +132,7 @@ def solarize(data, threshold):
 
 
 def solarize_add_shift(shift):
+    """solarize_add's parameter: the shift as uint8; shifts of 128 or more are refused, as in DALI."""
     if shift >= 128:
         raise ValueError("The solarize_add augmentation accepts shifts from 0 to 128")
     return np.uint8(shift)

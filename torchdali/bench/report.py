@@ -131,6 +131,8 @@ def plot(result, path):
         ax.set_title(stage)
         ax.set_xlabel("images/s")
         ax.set_xlim(0, max(rates + [1]) * 1.35)
+        ax.locator_params(axis="x", nbins=5)
+        ax.xaxis.set_major_formatter(lambda value, _: f"{value:,.0f}")
     fig.suptitle(f"{result['machine']['gpu'] or 'CPU only'}, {result['machine']['cpu_cores']} cores, "
                  f"batch {result['settings']['batch_size']}", fontsize=9)
     fig.tight_layout()

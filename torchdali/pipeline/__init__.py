@@ -54,14 +54,17 @@ class Pipeline:
     # --- properties ---
     @property
     def batch_size(self):
+        """The number of samples of each batch (DALI's maximum batch size)."""
         return self.config.batch_size
 
     @property
     def max_batch_size(self):
+        """The largest batch the pipeline makes: `batch_size` (a source may give fewer samples)."""
         return self.config.batch_size
 
     @property
     def num_threads(self):
+        """The CPU threads an operator spreads its batch over."""
         return self.config.num_threads
 
     @property
@@ -75,67 +78,83 @@ class Pipeline:
 
     @property
     def seed(self):
+        """The seed of the random operators, None when none was given (each run then draws its own)."""
         return self.config.seed if self.config.seed is not None and self.config.seed >= 0 else None
 
     @property
     def exec_pipelined(self):
+        """Whether the stages of consecutive iterations overlap."""
         return self.config.exec_pipelined
 
     @property
     def exec_async(self):
+        """Whether the stages run in threads of their own, ahead of the caller."""
         return self.config.exec_async
 
     @property
     def exec_dynamic(self):
+        """Whether GPU data may come back to the host (`DataNode.cpu()`), as DALI's dynamic executor allows."""
         return self.config.exec_dynamic
 
     @property
     def exec_separated(self):
+        """Whether the CPU and GPU prefetch queues are sized separately."""
         return self.config.exec_separated
 
     @property
     def prefetch_queue_depth(self):
+        """The batches in flight: an int, or {"cpu_size": c, "gpu_size": g}."""
         return self.config.prefetch_queue_depth
 
     @property
     def cpu_queue_size(self):
+        """The batches the CPU stage may work ahead."""
         return self.config.cpu_queue
 
     @property
     def gpu_queue_size(self):
+        """The finished batches that may wait for the caller."""
         return self.config.gpu_queue
 
     @property
     def set_affinity(self):
+        """Accepted for DALI's API: torchdali does not pin its threads to cores."""
         return self.config.set_affinity
 
     @property
     def enable_memory_stats(self):
+        """Whether executor_statistics() reports each operator's memory."""
         return self.config.enable_memory_stats
 
     @property
     def max_streams(self):
+        """Deprecated in DALI and without effect: always -1."""
         return -1
 
     @property
     def default_cuda_stream_priority(self):
+        """Deprecated in DALI and without effect: always 0."""
         return 0
 
     @property
     def py_num_workers(self):
+        """The worker processes of the parallel external sources."""
         return self.config.py_num_workers
 
     @property
     def py_start_method(self):
+        """How those workers start: 'fork' or 'spawn'."""
         return self.config.py_start_method
 
     @property
     def num_outputs(self):
+        """The number of the pipeline's outputs (defines the graph if it is not yet)."""
         self._ensure_graph()
         return len(self.definition.outputs)
 
     @property
     def is_restored_from_checkpoint(self):
+        """Whether the pipeline took its state from a checkpoint."""
         return self._restored
 
     def output_dtype(self):
@@ -153,14 +172,17 @@ class Pipeline:
     # --- the current pipeline ---
     @staticmethod
     def current():
+        """The pipeline whose graph is being defined (inside `with pipe:`), or None."""
         return _current.pipeline()
 
     @staticmethod
     def push_current(pipeline):
+        """Make `pipeline` the one that operator calls add to (what `with pipeline:` does)."""
         _current.stack().append(pipeline)
 
     @staticmethod
     def pop_current():
+        """Stop adding operator calls to the current pipeline; returns it."""
         return _current.stack().pop()
 
     def __enter__(self):
@@ -331,6 +353,8 @@ class Pipeline:
         return tuple(self._next(cuda_stream))
 
     def share_outputs(self, cuda_stream=None):
+        """The next iteration's outputs, held until release_outputs() (the scheduled API,
+        with schedule_run())."""
         self._check_mode("scheduled")
         self.build()
         self._shared = tuple(self._next(cuda_stream))
@@ -383,6 +407,8 @@ class Pipeline:
         return self._executor.readers()
 
     def reader_meta(self, name=None):
+        """The metadata of the reader `name` (epoch_size, epoch_size_padded, number_of_shards,
+        shard_id, pad_last_batch, stick_to_shard), or of every named reader by name."""
         readers = self._readers()
         if name is None:
             return {k: r.meta() for k, r in readers.items()}
@@ -391,6 +417,8 @@ class Pipeline:
         return readers[name].meta()
 
     def epoch_size(self, name=None):
+        """The samples an epoch of the reader `name` reads (padded to whole shards when it
+        pads), or every named reader's by name."""
         readers = self._readers()
         if name is None:
             return {k: r.meta()["epoch_size_padded"] for k, r in readers.items()}

@@ -54,6 +54,7 @@ def _add_bytes(tar, name, data):
 
 
 def main(argv=None):
+    """The command line: convert FOLDER into shards in OUT_DIR; returns the exit status."""
     parser = argparse.ArgumentParser(prog="folder2wds", description="Convert an image folder (one sub-folder "
                                      "per class) into indexed WebDataset shards.")
     parser.add_argument("folder")

@@ -20,12 +20,16 @@ class RangeHandler(http.server.BaseHTTPRequestHandler):
     disable_nagle_algorithm = True  # else each reply's tail waits for a delayed ACK (40 ms)
 
     def do_HEAD(self):
+        """Answer a HEAD request: the headers of a GET, no body."""
         self.serve(send_body=False)
 
     def do_GET(self):
+        """Answer a GET request: the file, or the range the Range header asks for."""
         self.serve(send_body=True)
 
     def serve(self, send_body):
+        """Reply with the requested file or byte range (206), 404 outside the root, 416 past
+        the end."""
         path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
         local = os.path.realpath(os.path.join(self.server.root, path.lstrip("/")))
         if not local.startswith(self.server.root + os.sep) or not os.path.isfile(local):
@@ -46,6 +50,7 @@ class RangeHandler(http.server.BaseHTTPRequestHandler):
         self.reply(206 if headers else 200, body, send_body, headers, length=end - start)
 
     def reply(self, status, body, send_body, headers=(), length=None):
+        """Send the status, `headers`, the length and, with `send_body`, the body."""
         self.send_response(status)
         for key, value in dict(headers).items():
             self.send_header(key, value)
@@ -56,6 +61,7 @@ class RangeHandler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def log_message(self, *args):
+        """Silent: a request per sample would flood the terminal."""
         pass
 
 
@@ -76,6 +82,7 @@ def serving(root, port=0, host="127.0.0.1"):
 
 
 def main(argv=None):
+    """The command line: serve FOLDER on --port until interrupted."""
     parser = argparse.ArgumentParser(prog="serve", description=__doc__.split("\n\n")[0])
     parser.add_argument("folder")
     parser.add_argument("--port", type=int, default=8000)

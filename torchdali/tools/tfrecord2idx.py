@@ -51,6 +51,7 @@ def write_index(tfrecord_path, index_path):
 
 
 def main(argv=None):
+    """The command line: write the index of a TFRecord file; returns the exit status."""
     parser = argparse.ArgumentParser(prog="tfrecord2idx", description="Write the index file of a TFRecord file "
                                      "(one 'offset size' line per record) for readers.tfrecord.")
     parser.add_argument("tfrecord", help="the TFRecord file to index")

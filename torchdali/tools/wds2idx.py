@@ -16,6 +16,7 @@ def default_index_path(archive):
 
 
 def main(argv=None):
+    """The command line: write the index of a WebDataset archive; returns the exit status."""
     parser = argparse.ArgumentParser(prog="wds2idx", description="Write the index file of a WebDataset tar "
                                      "archive for readers.webdataset (DALI's format, v1.2).")
     parser.add_argument("archive", help="the tar file")

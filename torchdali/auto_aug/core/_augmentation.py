@@ -121,26 +121,32 @@ class Augmentation:
 
     @property
     def op(self):
+        """The transformation, `op(data, parameter, **kwargs)`."""
         return self._op
 
     @property
     def mag_range(self):
+        """(lo, hi) of the magnitudes the bins span, or the array of magnitudes, or None."""
         return self._mag_range
 
     @property
     def mag_to_param(self):
+        """What turns a magnitude into `op`'s parameter (np.array when not given)."""
         return self._mag_to_param or np.array
 
     @property
     def randomly_negate(self):
+        """Whether a magnitude is negated for the samples a signed bin marks."""
         return self._randomly_negate or False
 
     @property
     def param_device(self):
+        """Where the parameter is computed: "cpu", "gpu" or "auto" (the data's device)."""
         return self._param_device or "cpu"
 
     @property
     def name(self):
+        """The augmentation's name, by default its op's function name."""
         return self._name or self.op.__name__
 
     def augmentation(self, mag_range=_Unset, randomly_negate=_Unset, mag_to_param=_Unset, param_device=_Unset,
