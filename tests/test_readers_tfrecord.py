@@ -17,9 +17,9 @@ import torch
 
 import torchdali
 import torchdali.tfrecord as tfrec
-from torchdali import fn, schema
+from torchdali import fn, schema, storage
 from torchdali.kernels.tfrecord import BAD_FRAMING, MALFORMED, PARSED, tfrecord_parse
-from torchdali.operators import tfrecord as reader
+from torchdali.operators import blocks, tfrecord as reader
 from torchdali.operators.base import Args, OpSpec, RunContext
 from torchdali.tools import tfrecord2idx
 
@@ -492,17 +492,19 @@ def test_index_errors(tmp_path):
         make(path=str(tmp_path / "a.tfrecord"), index_path=str(tmp_path / "nope.idx"), features=features)
 
 
+@pytest.mark.parametrize("dont_use_mmap", [False, True])
 @pytest.mark.parametrize("index,message", [
     ("-5 20\n", "invalid offset -5"),
+    ("0 -5\n", "invalid size -5"),
     ("1000 20\n", "ends before the record its index puts at offset 1000"),
     ("0 10\n", "too short \\(10 bytes"),
     ("0 17\n", "payload length is \\d+ bytes, 1 are available"),
 ])
-def test_bad_index_entries_name_the_file(tmp_path, index, message):
+def test_bad_index_entries_name_the_file(tmp_path, index, message, dont_use_mmap):
     write_tfrecord(tmp_path / "a.tfrecord", [example({"v": int64_feature([1])})])
     (tmp_path / "a.idx").write_text(index)
     op = make(path=str(tmp_path / "a.tfrecord"), index_path=str(tmp_path / "a.idx"), batch_size=1,
-              features={"v": tfrec.FixedLenFeature([], tfrec.int64, 0)})
+              features={"v": tfrec.FixedLenFeature([], tfrec.int64, 0)}, dont_use_mmap=dont_use_mmap)
     with pytest.raises(RuntimeError, match=f"readers.tfrecord.*a.tfrecord.*{message}"):
         run(op, 1, 1)
 
@@ -773,17 +775,43 @@ def test_a_malformed_record_names_its_file_and_index(tmp_path):
 
 @pytest.mark.parametrize("kwargs", [{}, dict(random_shuffle=True, initial_fill=6),
                                     dict(num_shards=3, shard_id=2, pad_last_batch=True)])
-@pytest.mark.parametrize("gap", [0, 100, 1 << 20])
-def test_reads_what_it_maps(dataset, monkeypatch, kwargs, gap):
-    """Records read (dont_use_mmap; in ranges over gaps of up to `gap` bytes, one read per
-    range on one thread, or ranges cut into pieces read on several threads) give what the
-    mapped files give."""
+def test_reads_what_it_maps(dataset, kwargs):
+    """Records read (dont_use_mmap: positional reads in C++), on one thread or several, give
+    what the mapped files give."""
     expected = run(make_on(dataset, batch_size=5, **kwargs), 6, 5)
-    monkeypatch.setattr(reader, "_GAP", gap)
     assert run(make_on(dataset, batch_size=5, dont_use_mmap=True, **kwargs), 6, 5) == expected
-    monkeypatch.setattr(reader, "_MIN_PIECE", 7)
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
         assert run(make_on(dataset, batch_size=5, dont_use_mmap=True, **kwargs), 6, 5, pool) == expected
+
+
+@pytest.mark.parametrize("kwargs", [{}, dict(random_shuffle=True, initial_fill=6)])
+def test_files_at_urls_stream_in_blocks(dataset, tmp_path, monkeypatch, kwargs):
+    """Files and index files at URLs (fsspec's memory://) give what the local files give,
+    read in whole blocks, one request each, kept for the next epochs."""
+    fsspec = pytest.importorskip("fsspec")
+    monkeypatch.setattr(storage, "cache_dir", None)
+    monkeypatch.delenv(storage.CACHE_ENV, raising=False)
+    local = make_on(dataset, batch_size=5, **kwargs)
+    expected = run(local, 6, 5)
+    root = f"memory://tfrecord-{os.getpid()}-{id(tmp_path)}"
+    memory = fsspec.filesystem("memory")
+    urls = {}
+    for path in local.spec.args["path"] + local.spec.args["index_path"]:
+        urls[path] = f"{root}/{os.path.basename(path)}"
+        memory.pipe(urls[path][len("memory://") - 1:], open(path, "rb").read())
+    calls = []
+    read_bytes = storage.read_bytes
+    monkeypatch.setattr(storage, "read_bytes", lambda p, s=0, n=None: calls.append((p, s, n)) or read_bytes(p, s, n))
+    monkeypatch.setattr(blocks, "BLOCK_BYTES", 256)
+    op = make(path=[urls[p] for p in local.spec.args["path"]], index_path=[urls[p] for p in local.spec.args["index_path"]],
+              features=local.spec.args["features"], batch_size=5, **kwargs)
+    got = run(op, 6, 5)
+    assert got == [[(" at ".join([urls[info.split(" at ")[0]], info.split(" at ")[1]]), values) for info, values in row]
+                   for row in expected]
+    reads = [c for c in calls if not c[0].endswith(".idx")]
+    assert reads and all(n <= 256 for _, _, n in reads) and len(set(reads)) == len(reads)  # each block once
+    sizes = {urls[p]: os.path.getsize(p) for p in local.spec.args["path"]}
+    assert sum(n for _, _, n in reads) == sum(sizes.values())  # every byte once over the epochs
 
 
 def test_maps_each_file_once(dataset):
@@ -810,13 +838,12 @@ def test_a_file_that_cannot_be_read(tmp_path, dont_use_mmap, make_bad):
         run(op, 1, 1)
 
 
-@pytest.mark.parametrize("piece,dont_use_mmap", [(7, True), (1 << 20, True), (7, False)])
-def test_a_file_shorter_than_its_index_fails(tmp_path, monkeypatch, piece, dont_use_mmap):
+@pytest.mark.parametrize("dont_use_mmap", [False, True])
+def test_a_file_shorter_than_its_index_fails(tmp_path, dont_use_mmap):
     spans = write_tfrecord(tmp_path / "a.tfrecord", [example({"v": int64_feature([k] * 9)}) for k in range(6)])
     (tmp_path / "a.idx").write_text("".join(f"{o} {s}\n" for o, s in spans))
     data = (tmp_path / "a.tfrecord").read_bytes()
     (tmp_path / "a.tfrecord").write_bytes(data[:spans[4][0] + 3])
-    monkeypatch.setattr(reader, "_MIN_PIECE", piece)
     op = make(path=str(tmp_path / "a.tfrecord"), index_path=str(tmp_path / "a.idx"), batch_size=6,
               features={"v": tfrec.VarLenFeature(tfrec.int64, 0)}, dont_use_mmap=dont_use_mmap)
     with concurrent.futures.ThreadPoolExecutor(2) as pool:

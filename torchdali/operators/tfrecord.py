@@ -4,9 +4,9 @@ TensorFlow.
 It is `readers.file` with another list: the entries are the records the index files name
 (offset and size per record, as `tfrecord2idx` writes them), read in their stored order;
 sharding, padding, the shuffle buffer and checkpoints are FileReader's. Local files are
-mapped in memory once (DALI's default); with dont_use_mmap, and for URLs, a batch's records
-are read instead, in ranges that span records close to each other, cut into pieces across
-the pipeline's threads. One call of the C++ kernel `torchdali::tfrecord_parse` walks every record's
+mapped in memory once (DALI's default); with dont_use_mmap a batch's records are read by
+positional reads in C++ over torchdali's threads (read_ranges), and files at URLs stream in
+blocks (BlockReader). One call of the C++ kernel `torchdali::tfrecord_parse` walks every record's
 protobuf wire format for the features asked for and writes each feature's values for the
 whole batch, on torchdali's CPU threads without the GIL. The plain Python parser below
 explains the records the kernel rejects (the tests hold the two to the same verdicts and
@@ -27,11 +27,13 @@ import numpy as np
 import torch
 
 from .. import storage
+from ..kernels.io import read_ranges
 from ..kernels.tfrecord import tfrecord_parse
 from ..schema import BOOL, REQUIRED, STRS, Arg, ArgType, register
 from ..tensor_list import TensorList
 from ..tfrecord import Feature, FixedLenFeature, VarLenFeature, float32, int64, string
 from .base import BatchSpec
+from .blocks import BlockReader
 from .readers import FileReader
 
 # Loader arguments shared with readers.file (sharding, shuffling, padding ...).
@@ -41,8 +43,6 @@ _LOADER_ARGS = ("shard_id", "num_shards", "stick_to_shard", "pad_last_batch", "r
 
 _TORCH_DTYPES = {int64: torch.int64, float32: torch.float32, string: torch.uint8}
 _FRAMING = 16  # uint64 length, its CRC, the payload's CRC
-_MIN_PIECE = 1 << 20  # bytes: a smaller read is not worth handing to another thread
-_GAP = 32 << 10  # bytes between two records that one read still spans: a read costs as much as copying ~30 KB
 _INDEX_NUMBERS = re.compile(rb"(?:\s*[+-]?\d+)*")  # what C++'s `stream >> int64` pairs read
 
 
@@ -141,8 +141,10 @@ class TFRecordReader(FileReader):
         self.file_starts = np.concatenate([[0], np.cumsum(counts)])
         self.record_file = np.repeat(np.arange(len(spans)), counts)
         self.offsets, self.sizes = np.concatenate(spans).T.copy()
-        self.mappable = np.array([not (a["dont_use_mmap"] or storage.is_url(p)) for p in self.files])
+        self.at_url = np.array([storage.is_url(p) for p in self.files])
+        self.mappable = ~self.at_url & (not a["dont_use_mmap"])
         self.maps = {}  # file index -> the file mapped in memory, made at its first read
+        self.blocks = None  # a BlockReader, for files at URLs
         names = [f"{self.files[f]} at index {o}" for f, o in zip(self.record_file.tolist(), self.offsets.tolist())]
         return "", list(zip(names, range(len(names))))
 
@@ -200,10 +202,12 @@ class TFRecordReader(FileReader):
         [N, 3]. Local files are mapped in memory (unless dont_use_mmap, as in DALI), each once
         for the reader's life, and parsed in place; the records of the others are read."""
         files, offsets, sizes = self.record_file[picks], self.offsets[picks], self.sizes[picks]
-        negative = np.flatnonzero(offsets < 0)
+        negative = np.flatnonzero((offsets < 0) | (sizes < 0))
         if len(negative):
-            path = self.files[files[negative[0]]]
-            raise self.error(f"'{path}': the index gives the invalid offset {offsets[negative[0]]}", file=path)
+            k = negative[0]
+            path = self.files[files[k]]
+            what = f"offset {offsets[k]}" if offsets[k] < 0 else f"size {sizes[k]}"
+            raise self.error(f"'{path}': the index gives the invalid {what}", file=path)
         spans = np.column_stack([np.zeros_like(files), offsets, sizes])
         mapped = self.mappable[files]
         buffers = []
@@ -214,11 +218,11 @@ class TFRecordReader(FileReader):
             short = np.flatnonzero(mapped & (offsets + sizes > lengths[spans[:, 0]]))
             if len(short):
                 self._short(files[short[0]], offsets[short[0]], sizes[short[0]])
-        if not mapped.all():
-            rest = np.flatnonzero(~mapped)
-            data, spans[rest, 1] = self._read(files[rest], offsets[rest], sizes[rest], ctx)
-            spans[rest, 0] = len(buffers)
-            buffers.append(data)
+        for rows, read in ((np.flatnonzero(~mapped & ~self.at_url[files]), self._read_local),
+                           (np.flatnonzero(self.at_url[files]), self._read_remote)):
+            if len(rows):
+                spans[rows, 0], spans[rows, 1] = len(buffers), np.cumsum(sizes[rows]) - sizes[rows]
+                buffers.append(read(files[rows], offsets[rows], sizes[rows], ctx))
         return buffers, spans
 
     def _mapping(self, f):
@@ -242,53 +246,29 @@ class TFRecordReader(FileReader):
         raise self.error(f"'{path}' ends before the record its index puts at offset {offset} ({size} bytes)",
                          file=path)
 
-    def _read(self, files, offsets, sizes, ctx):
-        """The records of `files` at `offsets` read into one uint8 tensor, and their offsets in
-        it: read in ranges (see _ranges), cut into pieces that the pipeline's threads share."""
-        ranges, placed = _ranges(files, offsets, offsets + sizes)
-        threads = ctx.num_threads if ctx.thread_pool is not None else 1
-        pieces = _pieces(ranges, threads)
-        data = torch.empty(int(ranges[:, 2].sum()), dtype=torch.uint8)
-        got = self._read_pieces(pieces, data, ctx, threads)
-        short = got < pieces[:, 3]
-        if short.any():  # a file ends early: the first record that ends after it
-            ended = {}
-            for f, end in zip(pieces[short, 0].tolist(), (pieces[short, 1] + got[short]).tolist()):
-                ended[f] = min(end, ended.get(f, end))
-            k = next(k for k in range(len(files)) if offsets[k] + sizes[k] > ended.get(files[k], np.inf))
-            self._short(files[k], offsets[k], sizes[k])
-        return data, placed
-
-    def _read_pieces(self, pieces, data, ctx, threads):
-        """Reads each piece (file, file offset, buffer offset, length) into `data`, a group of
-        pieces per thread; returns the bytes each got (fewer where its file ends first)."""
-        out = memoryview(data.numpy())
-        fds = {}  # file index -> descriptor, for the local files
-
-        def read(rows):
-            done = []
-            for f, start, at, length in rows:
-                try:
-                    done.append(_read_into(fds.get(f), self.files[f], start, out[at:at + length]))
-                except OSError as e:
-                    raise self.error(f"cannot read '{self.files[f]}': {e.strerror}", file=self.files[f]) from None
-            return done
-
-        rows = pieces.tolist()
-        threads = min(threads, len(rows))
-        groups = [rows[len(rows) * g // threads:len(rows) * (g + 1) // threads] for g in range(threads)]
+    def _read_local(self, files, offsets, sizes, ctx):
+        """The records of local `files` at `offsets` back to back in one uint8 tensor, read by
+        the C++ kernel; a file shorter than its index names the first record it lacks."""
+        paths = [self.files[f] for f in files.tolist()]
         try:
-            for f in set(pieces[:, 0].tolist()):
-                if not storage.is_url(self.files[f]):
-                    try:
-                        fds[f] = os.open(self.files[f], os.O_RDONLY | os.O_CLOEXEC)
-                    except OSError as e:
-                        raise self.error(f"cannot read '{self.files[f]}': {e.strerror}", file=self.files[f]) from None
-            parts = ctx.thread_pool.map(read, groups) if threads > 1 and len(rows) > 1 else [read(rows)]
-            return np.array([n for part in parts for n in part], np.int64)
-        finally:
-            for fd in fds.values():
-                os.close(fd)
+            return read_ranges(paths, offsets, sizes)
+        except RuntimeError as e:
+            message = str(e).splitlines()[0]
+        for k, path in enumerate(paths):
+            try:
+                if offsets[k] + sizes[k] > os.stat(path).st_size:
+                    self._short(files[k], offsets[k], sizes[k])
+            except OSError:
+                pass
+        path = re.match(r"cannot read '(.*?)': ", message)
+        raise self.error(message, file=path.group(1) if path else None) from None
+
+    def _read_remote(self, files, offsets, sizes, ctx):
+        """The records of `files` at URLs back to back in one uint8 tensor, read in blocks."""
+        if self.blocks is None:
+            self.blocks = BlockReader(self.files, self.fill + ctx.batch_size, self.sizes.mean(),
+                                      lambda path, reason: self.error(f"cannot read '{path}': {reason}", file=path))
+        return torch.from_numpy(np.concatenate(self.blocks.read(files, offsets, sizes, ctx.thread_pool)))
 
     def _explain(self, record, info, i):
         """Raises the Python parser's error for a record the kernel rejected (`record`: its
@@ -360,53 +340,6 @@ class TFRecordReader(FileReader):
             out[torch.from_numpy(np.arange(len(data)) + np.repeat(np.arange(n) * volume - firsts, counts))] = data
             data = out
         return data, np.tile(np.array(feature.shape, np.int64), (n, 1))
-
-
-def _ranges(files, offsets, ends):
-    """The reads of the records files[k][offsets[k]:ends[k]]: (file, start, length) per
-    range, in file order, records less than _GAP bytes apart sharing one (the bytes between
-    them are read too: fewer, larger reads); and each record's offset in the ranges' bytes
-    laid back to back."""
-    order = np.lexsort((offsets, files))
-    f, o, e = files[order], offsets[order], ends[order]
-    new = np.ones(len(f), bool)  # where a range starts
-    new[1:] = (f[1:] != f[:-1]) | (o[1:] > e[:-1] + _GAP)
-    lo = np.flatnonzero(new)
-    ranges = np.column_stack([f[lo], o[lo], np.maximum.reduceat(e, lo) - o[lo]])
-    at = np.cumsum(ranges[:, 2]) - ranges[:, 2]
-    which = np.cumsum(new) - 1
-    placed = np.empty_like(offsets)
-    placed[order] = at[which] + o - ranges[which, 1]
-    return ranges, placed
-
-
-def _pieces(ranges, threads):
-    """The ranges (file, start, length) cut into pieces (file, file offset, buffer offset,
-    length) of at least _MIN_PIECE bytes, about `threads` for the biggest batches; the
-    buffer holds the ranges back to back."""
-    lengths = ranges[:, 2]
-    at = np.cumsum(lengths) - lengths
-    size = max(_MIN_PIECE, -(-int(lengths.sum()) // threads))
-    cuts = np.maximum(1, -(-lengths // size))
-    r = np.repeat(np.arange(len(ranges)), cuts)
-    skip = (np.arange(len(r)) - np.repeat(np.cumsum(cuts) - cuts, cuts)) * size
-    return np.column_stack([ranges[r, 0], ranges[r, 1] + skip, at[r] + skip, np.minimum(size, lengths[r] - skip)])
-
-
-def _read_into(fd, path, start, out):
-    """Reads len(out) bytes from `start` of `path` (through descriptor `fd` where it is a
-    local file) into memoryview `out`, fewer where the file ends first; returns how many."""
-    if fd is None:
-        data = storage.read_bytes(path, start, len(out))
-        out[:len(data)] = data
-        return len(data)
-    got = 0
-    while got < len(out):
-        n = os.preadv(fd, [out[got:]], start + got)
-        if not n:
-            break
-        got += n
-    return got
 
 
 # --- the protobuf wire format of tf.train.Example ---

@@ -43,11 +43,10 @@ from ..kernels.io import read_ranges
 from ..schema import BOOL, DTYPE, REQUIRED, STR, STRS, Arg, ArgType, register
 from ..tensor_list import TensorList
 from .base import BatchSpec
+from .blocks import BlockReader
 from .coco import _LOADER_ARGS
 from .readers import FileReader
 
-# Archives at URLs are read in aligned blocks of this many bytes, one request each.
-_BLOCK_BYTES = 4 << 20
 
 _BEHAVIORS = ("empty", "skip", "error")
 _SUPPORTED = tuple(types.DALIDataType(v) for v in range(11))  # UINT8 ... FLOAT64 (not BOOL)
@@ -380,11 +379,11 @@ class WebdatasetReader(FileReader):
         ends = [np.where(p, o + z, 0) for p, o, z in zip(s.present, s.offsets, s.sizes)]
         furthest = np.max(ends, axis=0)  # per sample
         filled = np.flatnonzero(s.count)
-        self._archive_bytes, self._blocks = {}, None  # the sizes; URLs' blocks (_read_members)
+        self._blocks = None  # a BlockReader, for archives at URLs
         for t, end in zip(filled.tolist(), np.maximum.reduceat(furthest, s.first[filled]).tolist()):
             path = self.archives[t]
             try:
-                size = self._archive_bytes[t] = storage.size(path)
+                size = storage.size(path)
             except OSError as e:
                 raise self.error(f"cannot read tar file '{path}': {e.strerror}") from None
             if end > size:
@@ -428,11 +427,15 @@ class WebdatasetReader(FileReader):
     def _read_outputs(self, members, ctx):
         """Per output, the bytes of its members (archive, offset, size arrays) back to back
         in one uint8 tensor, all read into one buffer: from local archives by positional
-        reads in C++ over torchdali's threads, without the GIL; from URLs by ranged reads
-        through storage (see _read_members)."""
+        reads in C++ over torchdali's threads, without the GIL; from URLs in blocks
+        (BlockReader)."""
         archive, offsets, sizes = (np.concatenate(column) for column in zip(*members))
         if any(storage.is_url(path) for path in self.archives):
-            data = self._read_members(archive, offsets, sizes, ctx)
+            if self._blocks is None:
+                mean = sum(int(z.sum()) for z in self.samples.sizes) / self.size
+                self._blocks = BlockReader(self.archives, self.fill + ctx.batch_size, mean, lambda path, reason:
+                                           self.error(f"cannot read tar file '{path}': {reason}"))
+            data = self._blocks.read(archive, offsets, sizes, ctx.thread_pool)
             flat = torch.from_numpy(np.concatenate(data)) if data else torch.empty(0, dtype=torch.uint8)
         else:
             try:
@@ -445,53 +448,6 @@ class WebdatasetReader(FileReader):
             part = flat[begin:end]  # viewed as its type, it must start at a multiple of the type's size
             outs.append(part if begin % itemsize == 0 else part.clone())
         return outs
-
-    def _read_members(self, archive, offsets, sizes, ctx):
-        """The bytes of the members (archive, offset, size) of URLs, in the order given, cut
-        out of whole blocks of _BLOCK_BYTES of their archives. A block is fetched in one
-        ranged request (a batch's blocks concurrently, over the pipeline's threads) and kept
-        while the shuffle window may still need it (least recently used out first), so the
-        archives stream in large sequential reads as the window moves through them, not in
-        a request per sample."""
-        if self._blocks is None:
-            self._blocks = collections.OrderedDict()
-            window_bytes = (self.fill + ctx.batch_size) * sum(int(z.sum()) for z in self.samples.sizes) / self.size
-            self._block_room = 2 * int(np.ceil(window_bytes / _BLOCK_BYTES)) + 2 * len(self.archives)
-        first = offsets // _BLOCK_BYTES
-        last = np.maximum(first, (offsets + sizes - 1) // _BLOCK_BYTES)
-        wanted = sorted({(t, b) for t, f, n in zip(archive.tolist(), first.tolist(), last.tolist())
-                         for b in range(f, n + 1)})
-        missing = [key for key in wanted if key not in self._blocks]
-        pool = ctx.thread_pool
-        fetched = list(pool.map(self._read_block, missing)) if pool is not None and len(missing) > 1 \
-            else [self._read_block(key) for key in missing]
-        self._blocks.update(zip(missing, fetched))
-        for key in wanted:
-            self._blocks.move_to_end(key)
-        members = []
-        for t, o, z, f, n in zip(archive.tolist(), offsets.tolist(), sizes.tolist(), first.tolist(), last.tolist()):
-            data = self._blocks[(t, f)] if f == n else np.concatenate([self._blocks[(t, b)] for b in range(f, n + 1)])
-            members.append(data[o - f * _BLOCK_BYTES:o - f * _BLOCK_BYTES + z])
-        while len(self._blocks) > max(self._block_room, len(wanted)):
-            self._blocks.popitem(last=False)
-        return members
-
-    def _read_block(self, key):
-        """Block b of archive t (key (t, b)): _BLOCK_BYTES bytes, fewer at the archive's end."""
-        t, b = key
-        path, start = self.archives[t], b * _BLOCK_BYTES
-        length = min(_BLOCK_BYTES, self._archive_bytes[t] - start)
-        try:
-            data = storage.read_bytes(path, start, length)
-        except OSError as e:
-            raise self.error(f"cannot read tar file '{path}': {e.strerror}") from None
-        except ImportError as e:
-            raise self.error(str(e), ImportError) from None
-        if len(data) < length:
-            raise self.error(f"cannot read tar file '{path}': it ends at byte {start + len(data)}, before the "
-                             f"{length} bytes from {start} (was it truncated?)")
-        return np.frombuffer(data, np.uint8)
-
 
 @dataclasses.dataclass
 class _Samples:
