@@ -17,14 +17,16 @@ BLOCK_BYTES = 4 << 20
 
 
 class BlockReader:
-    """The blocks of `paths` kept in memory: room for the bytes of `window_samples`
-    samples of `sample_bytes` each, twice over, plus two blocks a file (a window's ends
-    rarely fall on block boundaries). `fail(path, reason)` makes the exception to raise."""
+    """The blocks of `paths` kept in memory: room for twice the bytes of `window_samples`
+    samples of `sample_bytes` each, and two blocks (the blocks a window touches hold at most
+    a block more than it at each end; inner files' blocks end with the files).
+    `fail(path, reason)` makes the exception to raise."""
 
     def __init__(self, paths, window_samples, sample_bytes, fail):
         self.paths, self.fail = paths, fail
-        self.room = 2 * int(np.ceil(window_samples * sample_bytes / BLOCK_BYTES)) + 2 * len(paths)
+        self.room = 2 * int(window_samples * sample_bytes) + 2 * BLOCK_BYTES  # bytes
         self.blocks = collections.OrderedDict()  # (file, block) -> uint8 array
+        self.held = 0  # bytes in self.blocks
         self.sizes = {}  # file -> bytes
 
     def read(self, files, offsets, sizes, pool):
@@ -38,6 +40,7 @@ class BlockReader:
         fetched = list(pool.map(self._fetch, missing)) if pool is not None and len(missing) > 1 \
             else [self._fetch(key) for key in missing]
         self.blocks.update(zip(missing, fetched))
+        self.held += sum(len(block) for block in fetched)
         for key in wanted:
             self.blocks.move_to_end(key)
         out = []
@@ -47,8 +50,9 @@ class BlockReader:
             if len(out[-1]) < n:  # the file is shorter than when its reader listed it
                 raise self.fail(self.paths[f], f"it ends at byte {self.sizes[f]}, before the {n} bytes from {o} "
                                                "(was it truncated?)")
-        while len(self.blocks) > max(self.room, len(wanted)):
-            self.blocks.popitem(last=False)
+        room = max(self.room, sum(len(self.blocks[key]) for key in wanted))
+        while self.held > room:
+            self.held -= len(self.blocks.popitem(last=False)[1])
         return out
 
     def _fetch(self, key):
