@@ -47,7 +47,6 @@ from .blocks import BlockReader
 from .coco import _LOADER_ARGS
 from .readers import FileReader
 
-
 _BEHAVIORS = ("empty", "skip", "error")
 _SUPPORTED = tuple(types.DALIDataType(v) for v in range(11))  # UINT8 ... FLOAT64 (not BOOL)
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
@@ -448,6 +447,7 @@ class WebdatasetReader(FileReader):
             part = flat[begin:end]  # viewed as its type, it must start at a multiple of the type's size
             outs.append(part if begin % itemsize == 0 else part.clone())
         return outs
+
 
 @dataclasses.dataclass
 class _Samples:
