@@ -62,6 +62,20 @@ def jpeg(img, **kwargs):
     return torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)
 
 
+def make_reader(name, batch_size, seed=1234, arg_inputs=(), **kwargs):
+    """Reader `name` built as a CPU pipeline of one thread builds it (instance "reader"),
+    outside a pipeline: the readers' tests run its batches directly."""
+    from torchdali import schema
+    from torchdali.operators.base import OpSpec
+
+    sch = schema.get(name)
+    args = sch.check_args(kwargs, arg_inputs)
+    spec = OpSpec(schema=sch, name="reader", device="cpu", args=args, arg_input_names=tuple(arg_inputs),
+                  num_outputs=sch.outputs_for(args, 0), seed=seed, max_batch_size=batch_size, num_threads=1,
+                  device_id=None)
+    return sch.impl(spec)
+
+
 def dali_or_skip():
     """NVIDIA DALI as an oracle, where installed (CPU-only use)."""
     return pytest.importorskip("nvidia.dali")

@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 
 import torchdali
-from torchdali import schema
-from torchdali.operators.base import Args, OpSpec, RunContext
+from torchdali.operators.base import Args, RunContext
 
-from conftest import as_numpy_batch, dali_or_skip, jpeg, photo
+from conftest import as_numpy_batch, dali_or_skip, jpeg, make_reader, photo
 
 # Listed out of id order: labels 40 -> 1, 5 -> 2, 18 -> 3 (77 is not listed: label 0).
 CATEGORIES = [{"id": 40, "name": "c"}, {"id": 5, "name": "a"}, {"id": 18, "name": "b"}]
@@ -97,12 +96,7 @@ def assert_same(got, expected):
 
 
 def make(batch_size=2, **kwargs):
-    sch = schema.get("readers.coco")
-    args = sch.check_args(kwargs)
-    spec = OpSpec(schema=sch, name="reader", device="cpu", args=args, arg_input_names=(),
-                  num_outputs=sch.outputs_for(args, 0), seed=1234, max_batch_size=batch_size, num_threads=1,
-                  device_id=None)
-    return sch.impl(spec)
+    return make_reader("readers.coco", batch_size, **kwargs)
 
 
 def step(op, batch_size=2):

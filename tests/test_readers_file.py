@@ -10,15 +10,14 @@ import torch
 
 from torchdali import schema
 from torchdali.operators import readers  # noqa: F401  (registers readers.file)
-from torchdali.operators.base import Args, OpSpec, RunContext
+from torchdali.operators.base import Args, RunContext
 from torchdali.operators.readers import take_from_buffer
+
+from conftest import make_reader
 
 
 def make(batch_size=3, seed=1234, **kwargs):
-    sch = schema.get("readers.file")
-    spec = OpSpec(schema=sch, name="reader", device="cpu", args=sch.check_args(kwargs), arg_input_names=(),
-                  num_outputs=2, seed=seed, max_batch_size=batch_size, num_threads=1, device_id=None)
-    return sch.impl(spec)
+    return make_reader("readers.file", batch_size, seed, **kwargs)
 
 
 def run(op, iterations, batch_size=3):

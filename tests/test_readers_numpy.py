@@ -14,10 +14,10 @@ import torch
 import torchdali
 from torchdali import schema, storage
 from torchdali.operators import numpy_reader
-from torchdali.operators.base import Args, OpSpec, RunContext
+from torchdali.operators.base import Args, RunContext
 from torchdali.operators.file_io import byte_range, copy_window, parse_header
 
-from conftest import as_numpy_batch
+from conftest import as_numpy_batch, make_reader
 
 try:
     import nvidia.dali as dali
@@ -54,11 +54,7 @@ def encoded(array, version=None):
 
 
 def make(batch_size=2, arg_inputs=(), **kwargs):
-    sch = schema.get("readers.numpy")
-    spec = OpSpec(schema=sch, name="reader", device="cpu", args=sch.check_args(kwargs, arg_inputs),
-                  arg_input_names=tuple(arg_inputs), num_outputs=1, seed=1234, max_batch_size=batch_size,
-                  num_threads=1, device_id=None)
-    return sch.impl(spec)
+    return make_reader("readers.numpy", batch_size, arg_inputs=arg_inputs, **kwargs)
 
 
 def step(op, batch_size=2):

@@ -20,8 +20,10 @@ import torchdali.tfrecord as tfrec
 from torchdali import fn, schema, storage
 from torchdali.kernels.tfrecord import BAD_FRAMING, MALFORMED, PARSED, tfrecord_parse
 from torchdali.operators import blocks, tfrecord as reader
-from torchdali.operators.base import Args, OpSpec, RunContext
+from torchdali.operators.base import Args, RunContext
 from torchdali.tools import tfrecord2idx
+
+from conftest import make_reader
 
 # --- a TFRecord writer ---
 
@@ -157,12 +159,7 @@ def dataset(tmp_path_factory):
 
 
 def make(batch_size=3, seed=1234, **kwargs):
-    sch = schema.get("readers.tfrecord")
-    args = sch.check_args(kwargs)
-    spec = OpSpec(schema=sch, name="reader", device="cpu", args=args, arg_input_names=(),
-                  num_outputs=sch.outputs_for(args, 0), seed=seed, max_batch_size=batch_size, num_threads=1,
-                  device_id=None)
-    return sch.impl(spec)
+    return make_reader("readers.tfrecord", batch_size, seed, **kwargs)
 
 
 def make_on(data, **kwargs):

@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 import torchdali
-from torchdali import schema, storage
+from torchdali import storage
 from torchdali.operators import blocks, webdataset
-from torchdali.operators.base import Args, OpSpec, RunContext
+from torchdali.operators.base import Args, RunContext
 from torchdali.tools import wds2idx
 
-from conftest import dali_or_skip
+from conftest import dali_or_skip, make_reader
 
 
 def write_tar(path, members, fmt=tarfile.PAX_FORMAT):
@@ -89,12 +89,7 @@ def expected_samples(path, members, groups):
 
 
 def make(batch_size=3, seed=1234, **kwargs):
-    sch = schema.get("readers.webdataset")
-    args = sch.check_args(kwargs)
-    spec = OpSpec(schema=sch, name="reader", device="cpu", args=args, arg_input_names=(),
-                  num_outputs=sch.outputs_for(args, 0), seed=seed, max_batch_size=batch_size, num_threads=1,
-                  device_id=None)
-    return sch.impl(spec)
+    return make_reader("readers.webdataset", batch_size, seed, **kwargs)
 
 
 def step(op, batch_size=3, pool=None):

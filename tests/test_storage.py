@@ -17,9 +17,11 @@ import uuid
 import numpy as np
 import pytest
 
-from torchdali import schema, storage
+from torchdali import storage
 from torchdali.tools import serve
-from torchdali.operators.base import Args, OpSpec, RunContext
+from torchdali.operators.base import Args, RunContext
+
+from conftest import make_reader
 
 fsspec = pytest.importorskip("fsspec", reason="URLs are read through fsspec")
 MiB = 1 << 20
@@ -323,16 +325,13 @@ def test_missing_fsspec_or_protocol_names_the_url(monkeypatch, no_cache):
 
 
 # --- readers.file over URLs ---
-def make_reader(batch_size, **kwargs):
-    sch = schema.get("readers.file")
-    spec = OpSpec(schema=sch, name="reader", device="cpu", args=sch.check_args(kwargs), arg_input_names=(),
-                  num_outputs=2, seed=99, max_batch_size=batch_size, num_threads=1, device_id=None)
-    return sch.impl(spec)
+def make_file_reader(batch_size, **kwargs):
+    return make_reader("readers.file", batch_size, 99, **kwargs)
 
 
 def samples(batch_size=5, iterations=7, **kwargs):
     """(source_info, label, contents) of `iterations` batches, and the reader's meta."""
-    op = make_reader(batch_size, **kwargs)
+    op = make_file_reader(batch_size, **kwargs)
     out = []
     for i in range(iterations):
         data, labels = op.run([], Args(op, {}), RunContext(iteration=i, batch_size=batch_size, thread_pool=None))
@@ -393,10 +392,10 @@ def test_reader_errors_over_http(web, no_cache):
     _, base, put = web
     put("errs/cat/1.jpg", b"1")
     with pytest.raises(ValueError, match=r"readers\.file.*cannot list file_root.*name the files with files or file_list"):
-        make_reader(2, file_root=f"{base}/errs")
+        make_file_reader(2, file_root=f"{base}/errs")
     with pytest.raises(ValueError, match=re.escape(f"cannot open file_list '{base}/errs/list.txt': not found")):
-        make_reader(2, file_list=f"{base}/errs/list.txt")
-    op = make_reader(2, file_root=f"{base}/errs", files=["cat/1.jpg", "cat/2.jpg"])
+        make_file_reader(2, file_list=f"{base}/errs/list.txt")
+    op = make_file_reader(2, file_root=f"{base}/errs", files=["cat/1.jpg", "cat/2.jpg"])
     with pytest.raises(RuntimeError, match=re.escape(f"cannot read '{base}/errs/cat/2.jpg': not found")):
         op.run([], Args(op, {}), RunContext(iteration=0, batch_size=2, thread_pool=None))
 
