@@ -77,7 +77,8 @@ def read_ranges(paths: Sequence[str], starts: Sequence[int], lengths: Sequence[i
     read in parallel on torchdali's CPU threads without the GIL. A file that cannot be read,
     or ends before a range does, raises a RuntimeError naming it."""
     with _names_for_the_kernel(paths) as names:
-        return torch.ops.torchdali.read_ranges.default(names, [int(v) for v in starts], [int(v) for v in lengths])
+        return torch.ops.torchdali.read_ranges.default(names, np.asarray(starts, np.int64).tolist(),
+                                                       np.asarray(lengths, np.int64).tolist())
 
 
 @contextlib.contextmanager

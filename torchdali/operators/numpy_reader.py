@@ -18,7 +18,7 @@ from ..schema import BOOL, FLOAT, FLOATS, INTS, STR, STRS, Arg, register
 from ..tensor_list import TensorList
 from .base import BatchSpec, map_samples
 from .file_io import byte_range, convert_sat, copy_window, header_length, parse_header, read_into, read_path
-from .readers import FileReader, _matcher, list_url, read_file_list
+from .readers import FileReader, _matcher, file_list_root, list_url, read_file_list
 from .slicing import SliceWindows
 
 _HEADER_BYTES = 256  # read first for a header (numpy.save writes 128 bytes for up to ~10 dims)
@@ -144,9 +144,7 @@ class NumpyReader(FileReader):
         if a["files"] is not None:
             names = a["files"]
         elif a["file_list"] is not None:
-            if root is None:
-                cut = a["file_list"].rfind("/")
-                root = a["file_list"][:cut] if cut >= 0 else ""
+            root = file_list_root(a["file_list"]) if root is None else root
             names = _list_file(self, a["file_list"])
         else:
             names = _discover(self, root, a["file_filter"])

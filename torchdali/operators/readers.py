@@ -148,6 +148,13 @@ def _discover_url(op, root, keep_dir, keep_file):
             for name in sorted(files.get(sub, []), key=os.fsencode)]
 
 
+def file_list_root(path):
+    """The folder of file list `path` (a path or URL): the root of its names where file_root
+    is not given, as in DALI."""
+    cut = path.rfind("/")
+    return path[:cut] if cut >= 0 else ""
+
+
 def _parse_file_list(op, path):
     """(name, label) pairs of a "name label" list; names may hold inner spaces."""
     data = read_file_list(op, path)
@@ -285,9 +292,7 @@ class FileReader(Operator):
             labels = a["labels"] if a["labels"] is not None else range(len(a["files"]))
             entries = list(zip(a["files"], labels))
         elif a["file_list"] is not None:
-            if root is None:
-                cut = a["file_list"].rfind("/")
-                root = a["file_list"][:cut] if cut >= 0 else ""
+            root = file_list_root(a["file_list"]) if root is None else root
             entries = _parse_file_list(self, a["file_list"])
         else:
             entries = _discover(self, root, a["file_filters"], a["dir_filters"], a["case_sensitive_filter"])

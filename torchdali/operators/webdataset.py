@@ -378,7 +378,8 @@ class WebdatasetReader(FileReader):
         ends = [np.where(p, o + z, 0) for p, o, z in zip(s.present, s.offsets, s.sizes)]
         furthest = np.max(ends, axis=0)  # per sample
         filled = np.flatnonzero(s.count)
-        self._blocks = None  # a BlockReader, for archives at URLs
+        self._blocks = None  # a BlockReader, where archives are at URLs
+        self._at_url = any(storage.is_url(path) for path in self.archives)
         for t, end in zip(filled.tolist(), np.maximum.reduceat(furthest, s.first[filled]).tolist()):
             path = self.archives[t]
             try:
@@ -429,7 +430,7 @@ class WebdatasetReader(FileReader):
         reads in C++ over torchdali's threads, without the GIL; from URLs in blocks
         (BlockReader)."""
         archive, offsets, sizes = (np.concatenate(column) for column in zip(*members))
-        if any(storage.is_url(path) for path in self.archives):
+        if self._at_url:
             if self._blocks is None:
                 mean = sum(int(z.sum()) for z in self.samples.sizes) / self.size
                 self._blocks = BlockReader(self.archives, self.fill + ctx.batch_size, mean, lambda path, reason:
