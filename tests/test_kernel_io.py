@@ -2,6 +2,7 @@
 against Python's own file reads."""
 import os
 import re
+import sys
 import threading
 import time
 
@@ -81,7 +82,9 @@ def test_files_without_a_size_and_names_that_are_not_utf8(tmp_path):
 
 def test_runs_without_the_gil(tmp_path):
     """Another Python thread keeps running while the reads are under way: with the GIL
-    held, it would get at most a switch interval or two (5 ms each) of the call."""
+    held, it would get at most a switch interval or two (5 ms each) of the call; it must get
+    five intervals' worth (a bound that holds on a loaded machine, where it gets less than
+    its share of the cores)."""
     path = tmp_path / "big"
     path.write_bytes(os.urandom(8 << 20))
     read_files([str(path)])  # page cache warm
@@ -105,7 +108,7 @@ def test_runs_without_the_gil(tmp_path):
         stop.set()
         thread.join()
     assert elapsed > 0.04, "the reads were too quick to tell"
-    assert during > 0.3 * rate * elapsed
+    assert during > rate * 5 * sys.getswitchinterval()
 
 
 def test_ranges_in_order(files):
