@@ -122,9 +122,10 @@ setup(
     cmdclass={"build_ext": BuildExt},
     install_requires=["torch", "torchvision", "numpy", "pillow"],
     # remote: URLs in the readers (fsspec; aiohttp for http(s), s3fs / gcsfs for s3:// / gs://).
-    extras_require={"test": ["pytest"], "remote": ["fsspec", "aiohttp"]},
+    extras_require={"test": ["pytest"], "remote": ["fsspec", "aiohttp"], "lmdb": ["lmdb"]},
     entry_points={"console_scripts": ["torchdali-wds2idx = torchdali.tools.wds2idx:main",
                                       "torchdali-tfrecord2idx = torchdali.tools.tfrecord2idx:main",
-                                      "torchdali-folder2wds = torchdali.tools.folder2wds:main"]},
+                                      "torchdali-folder2wds = torchdali.tools.folder2wds:main",
+                                      "torchdali-rec2idx = torchdali.tools.rec2idx:main"]},
     python_requires=">=3.9",
 )

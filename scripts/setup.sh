@@ -67,5 +67,9 @@ if [ "${1:-}" = "--test" ]; then
   # The remote-storage tests' clients (http, S3) and their S3 server (moto).
   has "aiohttp, s3fs, moto, flask_cors" || { say "installing aiohttp, s3fs and moto (remote-storage tests)";
     pip install -q aiohttp s3fs "moto[s3]" flask flask-cors; }
+  # readers.caffe and readers.caffe2's LMDB databases (an optional dependency of theirs).
+  has lmdb || { say "installing lmdb (the Caffe readers' tests)"; pip install -q lmdb; }
+  # FITS files written by astropy (the FITS reader's tests compare them with DALI's).
+  has astropy || { say "installing astropy (the FITS reader's tests)"; pip install -q astropy; }
 fi
 say "done"

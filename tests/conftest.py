@@ -10,6 +10,10 @@ from PIL import Image
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
+# DALI allocates pinned memory in some of its readers (experimental.readers.fits) unless told
+# not to, which fails without a GPU driver; it reads the flag at its first allocation.
+os.environ.setdefault("DALI_RESTRICT_PINNED_MEM", "1")
+
 
 def fork_or_skip():
     """Forked Python workers need a process where CUDA is untouched; on a GPU machine earlier

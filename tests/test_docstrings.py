@@ -18,6 +18,7 @@ MODULES = ["torchdali", "torchdali.types", "torchdali.math", "torchdali.tensor_l
            "torchdali.auto_aug", "torchdali.auto_aug.auto_augment", "torchdali.auto_aug.rand_augment",
            "torchdali.auto_aug.trivial_augment", "torchdali.auto_aug.augmentations", "torchdali.auto_aug.core",
            "torchdali.tfrecord", "torchdali.tools.folder2wds", "torchdali.tools.serve", "torchdali.tools.tfrecord2idx",
+           "torchdali.tools.rec2idx", "torchdali.protowire",
            "torchdali.tools.wds2idx", "torchdali.pickling", "torchdali.distributed", "torchdali.storage",
            "torchdali.sample_data", "torchdali.pipeline.experimental"]
 GENERATED = {"fn", "ops"}

@@ -21,6 +21,7 @@ from torchdali import fn, schema, storage
 from torchdali.kernels.tfrecord import BAD_FRAMING, MALFORMED, PARSED, tfrecord_parse
 from torchdali.operators import blocks, tfrecord as reader
 from torchdali.operators.base import Args, RunContext
+from torchdali.protowire import Malformed
 from torchdali.tools import tfrecord2idx
 
 from conftest import make_reader
@@ -630,7 +631,7 @@ def python_parse(record, names, dtypes):
     try:
         found = reader._example_values(record, memoryview(record), 12, 12 + length, wanted, dtypes)
         return [None if v is None else reader._decode(d, [v])[0] for v, d in zip(found, dtypes)]
-    except reader._Malformed:
+    except Malformed:
         return "malformed"
 
 

@@ -8,4 +8,4 @@ from . import multi_paste, tensor_resize, resize_crop_mirror  # noqa: F401
 from . import coco, sequences  # noqa: F401
 from . import shapes, constants, reductions, noise, erase, color_spaces, image_filters, remap, dump  # noqa: F401
 from . import inflate, ssd_crop  # noqa: F401
-from . import numpy_reader, file_io, webdataset, tfrecord  # noqa: F401
+from . import numpy_reader, file_io, webdataset, tfrecord, mxnet, caffe, sequence_reader, fits  # noqa: F401

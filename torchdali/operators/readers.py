@@ -22,6 +22,12 @@ from ..schema import BOOL, INT, INTS, STR, STRS, Arg, ArgType, register
 from ..tensor_list import TensorList
 from .base import BatchSpec, Operator
 
+# DALI's loader arguments (its LoaderBase's) that every reader built on FileReader takes;
+# readers.file adds shuffle_after_epoch and its seed, which some of DALI's readers lack.
+LOADER_ARGS = ("shard_id", "num_shards", "stick_to_shard", "pad_last_batch", "random_shuffle", "initial_fill",
+               "dont_use_mmap", "read_ahead", "lazy_init", "prefetch_queue_depth", "skip_cached_images",
+               "tensor_init_bytes")
+
 # DALI's kDaliDataloaderSeed: the fixed seed of whole-list shuffles, equal on every shard.
 _LIST_SEED = 524287
 
@@ -227,11 +233,11 @@ class FileReader(Operator):
         self._check_order(a)
         self.pad = a["pad_last_batch"]
         self.shuffle = a["random_shuffle"]
-        self.shuffle_after_epoch = a["shuffle_after_epoch"]
+        self.shuffle_after_epoch = a.get("shuffle_after_epoch", False)  # some readers lack it, as in DALI
         # As in DALI, shuffle_after_epoch implies stick_to_shard (every shard reshuffles alike).
         self.stick = a["stick_to_shard"] or self.shuffle_after_epoch
         self.fill = a["initial_fill"] if self.shuffle else 1
-        seed = a["shuffle_after_epoch_seed"]
+        seed = a.get("shuffle_after_epoch_seed")
         self._epoch_seed = _LIST_SEED if seed is None else seed
         self.rng = np.random.Generator(np.random.PCG64(max(spec.seed, 0)))
         self.entries = None
@@ -255,9 +261,9 @@ class FileReader(Operator):
 
     def _check_order(self, a):
         """The shuffling arguments' conflicts (shared by the readers built on this one)."""
-        if a["shuffle_after_epoch"] and a["random_shuffle"]:
+        if a.get("shuffle_after_epoch") and a["random_shuffle"]:
             raise self.error("shuffle_after_epoch and random_shuffle cannot both be True", ValueError)
-        if a["shuffle_after_epoch"] and a["stick_to_shard"]:
+        if a.get("shuffle_after_epoch") and a["stick_to_shard"]:
             raise self.error("shuffle_after_epoch and stick_to_shard cannot both be True", ValueError)
 
     # --- the dataset ---

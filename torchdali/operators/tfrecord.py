@@ -3,10 +3,8 @@ TensorFlow.
 
 It is `readers.file` with another list: the entries are the records the index files name
 (offset and size per record, as `tfrecord2idx` writes them), read in their stored order;
-sharding, padding, the shuffle buffer and checkpoints are FileReader's. Local files are
-mapped in memory once (DALI's default); with dont_use_mmap a batch's records are read by
-positional reads in C++ over torchdali's threads (read_ranges), and files at URLs stream in
-blocks (BlockReader). One call of the C++ kernel `torchdali::tfrecord_parse` walks every record's
+sharding, padding, the shuffle buffer and checkpoints are FileReader's, the reading of
+records RecordFileReader's (records.py: mapped in memory, read_ranges, blocks). One call of the C++ kernel `torchdali::tfrecord_parse` walks every record's
 protobuf wire format for the features asked for and writes each feature's values for the
 whole batch, on torchdali's CPU threads without the GIL. The plain Python parser below
 explains the records the kernel rejects (the tests hold the two to the same verdicts and
@@ -20,30 +18,21 @@ leaves the memory as it was); a string feature gives its first value's bytes. A 
 file must not shrink while it is read (reading the bytes it lost raises SIGBUS): use
 dont_use_mmap for files that change.
 """
-import os
-import re
-
 import numpy as np
 import torch
 
-from .. import storage
-from ..kernels.io import read_ranges
 from ..kernels.tfrecord import tfrecord_parse
 from ..schema import BOOL, REQUIRED, STRS, Arg, ArgType, register
 from ..tensor_list import TensorList
+from ..protowire import Malformed, decode_varints, fields
 from ..tfrecord import Feature, FixedLenFeature, VarLenFeature, float32, int64, string
 from .base import BatchSpec
-from .blocks import BlockReader
 from .readers import FileReader
-
-# Loader arguments shared with readers.file (sharding, shuffling, padding ...).
-_LOADER_ARGS = ("shard_id", "num_shards", "stick_to_shard", "pad_last_batch", "random_shuffle", "initial_fill",
-                "shuffle_after_epoch_seed", "dont_use_mmap", "read_ahead", "lazy_init", "prefetch_queue_depth",
-                "skip_cached_images", "tensor_init_bytes")
+from .records import DONT_USE_MMAP, LOADER_ARGS, RecordFileReader
 
 _TORCH_DTYPES = {int64: torch.int64, float32: torch.float32, string: torch.uint8}
 _FRAMING = 16  # uint64 length, its CRC, the payload's CRC
-_INDEX_NUMBERS = re.compile(rb"(?:\s*[+-]?\d+)*")  # what C++'s `stream >> int64` pairs read
+
 
 
 def _features(value):
@@ -66,8 +55,7 @@ def _features(value):
 
 
 FEATURES = ArgType("dict of (str, tfrecord.Feature)", _features)
-_DONT_USE_MMAP = Arg("dont_use_mmap", BOOL, False, "Read local files with plain I/O instead of mapping them in "
-                     "memory (files at URLs are always read).")
+
 
 
 def _ndim(feature):
@@ -92,8 +80,8 @@ def _ndim(feature):
             "dont_use_mmap=True, as in DALI)."),
         Arg("shuffle_after_epoch", BOOL, False, "Shuffle the order of the files every epoch (the first one "
             "included), identically on every shard; records stay in order within each file."),
-    ] + [_DONT_USE_MMAP if name == "dont_use_mmap" else FileReader.schema.args[name] for name in _LOADER_ARGS])
-class TFRecordReader(FileReader):
+    ] + [DONT_USE_MMAP if name == "dont_use_mmap" else FileReader.schema.args[name] for name in LOADER_ARGS])
+class TFRecordReader(RecordFileReader):
     """Reads the `features` of tf.train.Example records from TFRecord files, one output per
     feature: int64 (int64), float32 (float32) or string (uint8 bytes, 1D); FixedLenFeature
     gives its shape, VarLenFeature a 1D array or (n, *partial_shape). Shards, pads and
@@ -124,11 +112,6 @@ class TFRecordReader(FileReader):
                 raise self.error(f"feature '{name}': partial_shape {list(f.shape)} must hold positive dims (the "
                                  "first dim, inferred, is not part of it)", ValueError)
 
-    def _check_order(self, a):
-        # Unlike readers.file, random_shuffle combines with shuffle_after_epoch (as in DALI).
-        if a["shuffle_after_epoch"] and a["stick_to_shard"]:
-            raise self.error("shuffle_after_epoch and stick_to_shard cannot both be True", ValueError)
-
     # --- the dataset ---
     def _list_entries(self):
         """The records of the index files: (source info, record number) pairs."""
@@ -137,42 +120,9 @@ class TFRecordReader(FileReader):
         counts = np.array([len(s) for s in spans], np.int64)
         if not counts.sum():
             raise self.error(f"the index files {a['index_path']} hold no records", ValueError)
-        self.files = a["path"]
-        self.file_starts = np.concatenate([[0], np.cumsum(counts)])
-        self.record_file = np.repeat(np.arange(len(spans)), counts)
-        self.offsets, self.sizes = np.concatenate(spans).T.copy()
-        self.at_url = np.array([storage.is_url(p) for p in self.files])
-        self.mappable = ~self.at_url & (not a["dont_use_mmap"])
-        self.maps = {}  # file index -> the file mapped in memory, made at its first read
-        self.blocks = None  # a BlockReader, for files at URLs
-        names = [f"{self.files[f]} at index {o}" for f, o in zip(self.record_file.tolist(), self.offsets.tolist())]
-        return "", list(zip(names, range(len(names))))
-
-    def _read_index(self, path):
-        """[n, 2] (offset, size) pairs: the leading integers of the file, read in pairs."""
-        try:
-            data = storage.read_bytes(path)
-        except OSError as e:
-            raise self.error(f"cannot open index_path '{path}': {e.strerror}", ValueError) from None
-        numbers = re.findall(rb"[+-]?\d+", _INDEX_NUMBERS.match(data).group())
-        numbers = np.array(numbers[:len(numbers) // 2 * 2], dtype="S").astype(np.int64)
-        return numbers.reshape(-1, 2)
-
-    def _prepare(self):
-        super()._prepare()
-        if self.shuffle:  # records are read in their stored order: the shuffle buffer alone shuffles
-            self.base_order = np.arange(self.size)
-            self._restart()
-
-    def _order_for(self, epoch):
-        """The records in the files' order of this epoch (a permutation of the files when
-        shuffle_after_epoch, equal on every shard)."""
-        if not self.shuffle_after_epoch:
-            return self.base_order
-        files = np.random.Generator(np.random.PCG64([self._epoch_seed, epoch])).permutation(len(self.files))
-        starts, ends = self.file_starts[files], self.file_starts[files + 1]
-        counts = ends - starts
-        return np.arange(self.size) - np.repeat(np.cumsum(counts) - counts - starts, counts)
+        offsets, sizes = np.concatenate(spans).T.copy()
+        return self._index_records(a["path"], np.repeat(np.arange(len(spans)), counts), offsets, sizes,
+                                   np.concatenate([[0], np.cumsum(counts)]))
 
     # --- the operator ---
     def plan(self, inputs):
@@ -182,11 +132,7 @@ class TFRecordReader(FileReader):
                 for f in self.features.values()], self.run
 
     def run(self, inputs, args, ctx):
-        if self.entries is None:
-            self._prepare()
-        picks = np.array(self._next_batch(ctx.batch_size), np.int64)
-        infos = [self.names[e] for e in picks.tolist()]
-        buffers, spans = self._records(picks, ctx)
+        infos, buffers, spans = self._next_records(ctx)
         values, counts, status = tfrecord_parse(buffers, torch.from_numpy(spans), self.keys, self.dtypes)
         bad = np.flatnonzero(status.numpy())
         if len(bad):
@@ -197,79 +143,6 @@ class TFRecordReader(FileReader):
         return [self._batch(name, f, values[k], counts[:, k], infos)
                 for k, (name, f) in enumerate(self.features.items())]
 
-    def _records(self, picks, ctx):
-        """Buffers holding the picked records and their (buffer, offset, size) in them, int64
-        [N, 3]. Local files are mapped in memory (unless dont_use_mmap, as in DALI), each once
-        for the reader's life, and parsed in place; the records of the others are read."""
-        files, offsets, sizes = self.record_file[picks], self.offsets[picks], self.sizes[picks]
-        negative = np.flatnonzero((offsets < 0) | (sizes < 0))
-        if len(negative):
-            k = negative[0]
-            path = self.files[files[k]]
-            what = f"offset {offsets[k]}" if offsets[k] < 0 else f"size {sizes[k]}"
-            raise self.error(f"'{path}': the index gives the invalid {what}", file=path)
-        spans = np.column_stack([np.zeros_like(files), offsets, sizes])
-        mapped = self.mappable[files]
-        buffers = []
-        if mapped.any():
-            used, spans[mapped, 0] = np.unique(files[mapped], return_inverse=True)
-            buffers = [self._mapping(f) for f in used.tolist()]
-            lengths = np.array([len(b) for b in buffers], np.int64)
-            short = np.flatnonzero(mapped & (offsets + sizes > lengths[spans[:, 0]]))
-            if len(short):
-                self._short(files[short[0]], offsets[short[0]], sizes[short[0]])
-        for rows, read in ((np.flatnonzero(~mapped & ~self.at_url[files]), self._read_local),
-                           (np.flatnonzero(self.at_url[files]), self._read_remote)):
-            if len(rows):
-                spans[rows, 0], spans[rows, 1] = len(buffers), np.cumsum(sizes[rows]) - sizes[rows]
-                buffers.append(read(files[rows], offsets[rows], sizes[rows], ctx))
-        return buffers, spans
-
-    def _mapping(self, f):
-        """File f mapped in memory as a uint8 tensor: privately (nothing is written back),
-        without keeping a descriptor open."""
-        if f not in self.maps:
-            path = self.files[f]
-            try:
-                size = os.stat(path).st_size
-                self.maps[f] = torch.from_file(path, shared=False, size=size, dtype=torch.uint8) if size else \
-                    torch.empty(0, dtype=torch.uint8)
-            except OSError as e:
-                raise self.error(f"cannot read '{path}': {e.strerror}", file=path) from None
-            except RuntimeError as e:  # torch's, where the file cannot be mapped
-                raise self.error(f"cannot read '{path}': {str(e).splitlines()[0]}", file=path) from None
-        return self.maps[f]
-
-    def _short(self, f, offset, size):
-        """Raises the error of a file that ends before the record at `offset`."""
-        path = self.files[f]
-        raise self.error(f"'{path}' ends before the record its index puts at offset {offset} ({size} bytes)",
-                         file=path)
-
-    def _read_local(self, files, offsets, sizes, ctx):
-        """The records of local `files` at `offsets` back to back in one uint8 tensor, read by
-        the C++ kernel; a file shorter than its index names the first record it lacks."""
-        paths = [self.files[f] for f in files.tolist()]
-        try:
-            return read_ranges(paths, offsets, sizes)
-        except RuntimeError as e:
-            message = str(e).splitlines()[0]
-        for k, path in enumerate(paths):
-            try:
-                if offsets[k] + sizes[k] > os.stat(path).st_size:
-                    self._short(files[k], offsets[k], sizes[k])
-            except OSError:
-                pass
-        path = re.match(r"cannot read '(.*?)': ", message)
-        raise self.error(message, file=path.group(1) if path else None) from None
-
-    def _read_remote(self, files, offsets, sizes, ctx):
-        """The records of `files` at URLs back to back in one uint8 tensor, read in blocks."""
-        if self.blocks is None:
-            self.blocks = BlockReader(self.files, self.fill + ctx.batch_size, self.sizes.mean(),
-                                      lambda path, reason: self.error(f"cannot read '{path}': {reason}", file=path))
-        return torch.from_numpy(np.concatenate(self.blocks.read(files, offsets, sizes, ctx.thread_pool)))
-
     def _explain(self, record, info, i):
         """Raises the Python parser's error for a record the kernel rejected (`record`: its
         bytes, framing included)."""
@@ -277,7 +150,7 @@ class TFRecordReader(FileReader):
         for name, f, value in zip(self.features, self.features.values(), found):
             try:
                 _decode(f.dtype, [b"" if value is None else value])
-            except _Malformed as e:
+            except Malformed as e:
                 raise self.error(f"error parsing {info}: not a valid tf.train.Example (feature '{name}': {e})",
                                  sample=i) from None
         raise self.error(f"error parsing {info}: not a valid tf.train.Example", sample=i)
@@ -297,7 +170,7 @@ class TFRecordReader(FileReader):
                              f"{size - _FRAMING} are available")
         try:
             return _example_values(record, memoryview(record), 12, 12 + length, self.wanted, self.dtypes)
-        except _Malformed as e:
+        except Malformed as e:
             raise self.error(f"error parsing {info}: not a valid tf.train.Example ({e})") from None
 
     def _batch(self, name, feature, data, counts, infos):
@@ -344,68 +217,19 @@ class TFRecordReader(FileReader):
 
 # --- the protobuf wire format of tf.train.Example ---
 
-class _Malformed(Exception):
-    """The bytes are not a valid protobuf message (the reason; the sample, where known)."""
-
-    def __init__(self, reason, sample=None):
-        super().__init__(reason)
-        self.sample = sample
-
-
-def _varint_end(buf, pos, end):
-    """Where the varint at `pos` ends."""
-    stop = min(end, pos + 10)
-    while pos < stop:
-        if buf[pos] < 0x80:
-            return pos + 1
-        pos += 1
-    raise _Malformed("a varint is truncated or longer than 10 bytes")
-
-
-def _varint(buf, pos, end):
-    """(value, end) of the varint at `pos`."""
-    if pos < end and buf[pos] < 0x80:  # the common one-byte varint
-        return buf[pos], pos + 1
-    stop = _varint_end(buf, pos, end)
-    value = 0
-    for shift, byte in enumerate(buf[pos:stop]):
-        value |= (byte & 0x7F) << 7 * shift
-    return value, stop
-
-
-def _fields(buf, pos, end):
-    """(field number, wire type, start, end) of each field of the message buf[pos:end]: the
-    value's bytes (a varint's own bytes, a length-delimited field's payload)."""
-    while pos < end:
-        key, pos = _varint(buf, pos, end)
-        wire = key & 7
-        if wire == 2:
-            length, start = _varint(buf, pos, end)
-            pos = start + length
-        elif wire == 0:
-            start, pos = pos, _varint_end(buf, pos, end)
-        elif wire in (1, 5):
-            start, pos = pos, pos + (8 if wire == 1 else 4)
-        else:
-            raise _Malformed(f"field {key >> 3} has the unsupported wire type {wire}")
-        if pos > end:
-            raise _Malformed(f"field {key >> 3} runs past the end of its message")
-        yield key >> 3, wire, start, pos
-
-
 def _example_values(buf, view, pos, end, wanted, dtypes):
     """Per wanted feature: its values as bytes (see _values; slices of `view`, the memoryview
     of `buf`), or None if the Example lacks it. Example.features (1) -> Features.feature (1):
     map entries of key (1) and Feature (2)."""
     found = [None] * len(dtypes)
-    for field, wire, start, stop in _fields(buf, pos, end):
+    for field, wire, start, stop in fields(buf, pos, end):
         if field != 1 or wire != 2:
             continue
-        for entry, entry_wire, e_start, e_stop in _fields(buf, start, stop):
+        for entry, entry_wire, e_start, e_stop in fields(buf, start, stop):
             if entry != 1 or entry_wire != 2:
                 continue
             key, value = b"", None
-            for part, part_wire, p_start, p_stop in _fields(buf, e_start, e_stop):
+            for part, part_wire, p_start, p_stop in fields(buf, e_start, e_stop):
                 if part_wire == 2 and part == 1:
                     key = buf[p_start:p_stop]
                 elif part_wire == 2 and part == 2:
@@ -425,7 +249,7 @@ def _values(buf, view, span, dtype):
     `dtype`: the first string; little-endian floats; int64 varints back to back (packed and
     unpacked elements alike). A Feature holding another kind of list has no values."""
     kind, lists = 0, []
-    for field, wire, start, stop in (_fields(buf, *span) if span else ()):
+    for field, wire, start, stop in (fields(buf, *span) if span else ()):
         if field in (1, 2, 3) and wire == 2:
             if field != kind:  # the oneof's last kind wins; lists of one kind merge
                 kind, lists = field, []
@@ -434,7 +258,7 @@ def _values(buf, view, span, dtype):
         return b""
     chunks = []
     for start, stop in lists:
-        for field, wire, v_start, v_stop in _fields(buf, start, stop):
+        for field, wire, v_start, v_stop in fields(buf, start, stop):
             if field != 1:
                 continue
             if dtype == string:
@@ -442,11 +266,11 @@ def _values(buf, view, span, dtype):
                     return view[v_start:v_stop]
             elif dtype == float32 and wire in (2, 5):
                 if (v_stop - v_start) % 4:
-                    raise _Malformed("a packed float list's length is not a multiple of 4")
+                    raise Malformed("a packed float list's length is not a multiple of 4")
                 chunks.append(view[v_start:v_stop])
             elif dtype == int64 and wire in (0, 2):
                 if wire == 2 and v_stop > v_start and buf[v_stop - 1] >= 0x80:
-                    raise _Malformed("a packed int64 list ends inside a varint")
+                    raise Malformed("a packed int64 list ends inside a varint")
                 chunks.append(view[v_start:v_stop])
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
@@ -459,16 +283,4 @@ def _decode(dtype, values):
         return raw, sizes
     if dtype == float32:
         return raw.view("<f4").astype(np.float32, copy=False), sizes // 4
-    last = raw < 0x80  # the last byte of each varint
-    ends = np.cumsum(sizes)
-    counted = np.concatenate([[0], np.cumsum(last)])
-    counts = counted[ends] - counted[ends - sizes]
-    if not len(raw):
-        return np.zeros(0, np.int64), counts
-    firsts = np.concatenate([[0], np.flatnonzero(last)[:-1] + 1])
-    shifts = 7 * (np.arange(len(raw)) - np.repeat(firsts, np.diff(np.append(firsts, len(raw)))))
-    if shifts.max() > 63:
-        sample = int(np.searchsorted(ends, np.argmax(shifts > 63), side="right"))
-        raise _Malformed("an int64 varint is longer than 10 bytes", sample)
-    parts = (raw & 0x7F).astype(np.uint64) << shifts.astype(np.uint64)
-    return np.bitwise_or.reduceat(parts, firsts).view(np.int64), counts
+    return decode_varints(raw, sizes)
