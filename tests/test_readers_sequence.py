@@ -20,7 +20,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # readers
 
 try:
     import nvidia.dali as dali
-    from nvidia.dali import fn as dali_fn
+    import nvidia.dali.fn  # noqa: F401  (dali.fn, for read())
 except ImportError:  # pragma: no cover
     dali = None
 
@@ -44,27 +44,13 @@ def make_streams(root, lengths, kind="png", seed=0):
     return str(root)
 
 
-def ours(batch_size, iterations, **kwargs):
-    """torchdali's batches (lists of NumPy sequences) through a pipeline, and its reader meta."""
-    @torchdali.pipeline_def(batch_size=batch_size, num_threads=2, device_id=None, prefetch_queue_depth=1)
+def read(lib, batch_size, iterations, **kwargs):
+    """The batches (lists of NumPy sequences) of `lib`'s readers.sequence (torchdali's or
+    DALI's) through a pipeline, and its reader meta."""
+    @lib.pipeline_def(batch_size=batch_size, num_threads=2 if lib is torchdali else 1, device_id=None,
+                      prefetch_queue_depth=1)
     def pipe():
-        return torchdali.fn.readers.sequence(name="R", **kwargs)
-
-    p = pipe()
-    p.build()
-    out = []
-    for _ in range(iterations):
-        (seqs,) = p.run()
-        assert seqs.layout() == "FHWC"
-        out.append([np.array(seqs.at(j)) for j in range(len(seqs))])
-    return out, p.reader_meta("R")
-
-
-def theirs(batch_size, iterations, **kwargs):
-    """DALI's batches and reader meta, as `ours`."""
-    @dali.pipeline_def(batch_size=batch_size, num_threads=1, device_id=None, prefetch_queue_depth=1)
-    def pipe():
-        return dali_fn.readers.sequence(name="R", **kwargs)
+        return lib.fn.readers.sequence(name="R", **kwargs)
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -76,6 +62,14 @@ def theirs(batch_size, iterations, **kwargs):
         assert seqs.layout() == "FHWC"
         out.append([np.array(seqs.at(j)) for j in range(len(seqs))])
     return out, p.reader_meta("R")
+
+
+def ours(batch_size, iterations, **kwargs):
+    return read(torchdali, batch_size, iterations, **kwargs)
+
+
+def theirs(batch_size, iterations, **kwargs):
+    return read(dali, batch_size, iterations, **kwargs)
 
 
 def assert_same(a, b, tolerance=0):

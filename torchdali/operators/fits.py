@@ -7,18 +7,19 @@ as DALI gives them through cfitsio: in native byte order, scaled by BSCALE/BZERO
 "equivalent" type (`equivalent_type`: BZERO 32768 on 16-bit data gives uint16, a fractional
 scale float32...). Tile-compressed images (a BINTABLE with ZIMAGE = T) are decoded by
 fits_tiles.py (RICE_1, GZIP_1, GZIP_2); other compressions are refused naming the file."""
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from .. import types
-from ..schema import DTYPE, INTS, STR, STRS, Arg, _list_of, register
+from ..schema import DTYPE, INTS, Arg, _list_of, register
 from ..tensor_list import TensorList
 from .base import BatchSpec, map_samples
 from .file_io import read_into, read_path
 from .fits_tiles import CODECS, STORED, decompress
-from .numpy_reader import _LOADER_ARGS, NumpyReader
+from .numpy_reader import _LOADER_ARGS, FILE_ARGS, NumpyReader
 from .readers import FileReader
 
 BLOCK = 2880
@@ -146,12 +147,9 @@ def scale_into(raw, hdu, out):
 @register(
     "experimental.readers.fits", devices=("cpu", "gpu"), outputs=lambda args, num_inputs: len(args["hdu_indices"]),
     args=[
-        Arg("file_root", STR, None, "Folder of the files: those matching `file_filter` in it and in its "
-            "immediate sub-folders, or the root of the names of `file_list` or `files`."),
-        Arg("file_filter", STR, "*.fits", "Glob selecting the files under `file_root` (case-sensitive)."),
-        Arg("file_list", STR, None, "Text file naming one file a line, relative to `file_root` or, without "
-            "it, to the list's folder."),
-        Arg("files", STRS, None, "File paths to read (relative to `file_root` if given)."),
+        dataclasses.replace(NumpyReader.schema.args[name], default="*.fits") if name == "file_filter"
+        else NumpyReader.schema.args[name] for name in FILE_ARGS
+    ] + [
         Arg("hdu_indices", INTS, [2], "HDUs to read, counted from 1 (the primary HDU); one output each. "
             "The default, [2], is the first extension.",
             check=lambda v: None if v and min(v) >= 1 else "must be a non-empty list of indices from 1"),

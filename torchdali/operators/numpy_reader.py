@@ -18,7 +18,7 @@ from ..schema import BOOL, FLOAT, FLOATS, INTS, STR, STRS, Arg, register
 from ..tensor_list import TensorList
 from .base import BatchSpec, map_samples
 from .file_io import byte_range, convert_sat, copy_window, header_length, parse_header, read_into, read_path
-from .readers import FileReader, _matcher, file_list_root, list_url, read_file_list
+from .readers import LOADER_ARGS, FileReader, _matcher, file_list_root, list_url, read_file_list
 from .slicing import SliceWindows
 
 _HEADER_BYTES = 256  # read first for a header (numpy.save writes 128 bytes for up to ~10 dims)
@@ -81,9 +81,9 @@ _ROI_NAMES = {"start": "roi_start", "rel_start": "rel_roi_start", "end": "roi_en
               "shape": "roi_shape", "rel_shape": "rel_roi_shape", "axes": "roi_axes"}
 # DALI takes the policy in any case, and "constant" for "pad".
 _POLICIES = {"error": "error", "trim_to_shape": "trim_to_shape", "pad": "pad", "constant": "pad"}
-_LOADER_ARGS = ("shard_id", "num_shards", "stick_to_shard", "pad_last_batch", "random_shuffle", "initial_fill",
-                "shuffle_after_epoch", "shuffle_after_epoch_seed", "dont_use_mmap", "read_ahead", "lazy_init",
-                "prefetch_queue_depth", "skip_cached_images", "tensor_init_bytes")
+_LOADER_ARGS = LOADER_ARGS + ("shuffle_after_epoch", "shuffle_after_epoch_seed")
+# The arguments that list the files (experimental.readers.fits takes them too).
+FILE_ARGS = ("file_root", "file_filter", "file_list", "files")
 
 
 @register(
