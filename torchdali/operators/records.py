@@ -15,7 +15,8 @@ from ..schema import BOOL, Arg
 from .blocks import BlockReader
 from .readers import LOADER_ARGS as READER_LOADER_ARGS, FileReader
 
-# The loader arguments of readers.file that these readers take (shuffle_after_epoch is theirs).
+# The loader arguments of readers.file these readers take; each declares its own
+# shuffle_after_epoch (it shuffles the files, the records of a file staying in order).
 LOADER_ARGS = READER_LOADER_ARGS + ("shuffle_after_epoch_seed",)
 
 _INDEX_NUMBERS = re.compile(rb"(?:\s*[+-]?\d+)*")  # what C++'s `stream >> int64` pairs read
@@ -32,7 +33,8 @@ class RecordFileReader(FileReader):
             raise self.error("shuffle_after_epoch and stick_to_shard cannot both be True", ValueError)
 
     def _read_index(self, path):
-        """[n, 2] (offset, size) pairs: the leading integers of the file, read in pairs."""
+        """[n, 2] integer pairs (tfrecord: offset, size; mxnet: key, offset): the leading
+        integers of the file, read in pairs."""
         try:
             data = storage.read_bytes(path)
         except OSError as e:
