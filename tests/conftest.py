@@ -85,6 +85,20 @@ def dali_or_skip():
     return pytest.importorskip("nvidia.dali")
 
 
+def optional_dali():
+    """NVIDIA DALI with its `fn` module where installed, else None: for test modules whose
+    oracle tests skip without it (`pytest.mark.skipif(dali is None, reason=NO_DALI)`)."""
+    try:
+        import nvidia.dali as dali
+        import nvidia.dali.fn  # noqa: F401  (dali.fn)
+    except ImportError:
+        return None
+    return dali
+
+
+NO_DALI = "nvidia.dali is not installed"
+
+
 def as_numpy_batch(tl):
     """A TensorList (ours or DALI's) as a list of NumPy arrays."""
     if hasattr(tl, "as_cpu"):

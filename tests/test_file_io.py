@@ -8,13 +8,10 @@ import numpy as np
 import pytest
 
 import torchdali
-from conftest import as_numpy_batch
+from conftest import as_numpy_batch, NO_DALI, optional_dali
 
-try:
-    import nvidia.dali as dali
-except ImportError:  # pragma: no cover
-    dali = None
-needs_dali = pytest.mark.skipif(dali is None, reason="nvidia.dali is not installed")
+dali = optional_dali()
+needs_dali = pytest.mark.skipif(dali is None, reason=NO_DALI)
 
 
 def encoded(array, version=None):

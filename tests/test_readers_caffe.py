@@ -14,15 +14,12 @@ import pytest
 import torchdali
 from torchdali.operators.base import Args, RunContext
 
-from conftest import jpeg, make_reader, photo
+from conftest import jpeg, make_reader, NO_DALI, optional_dali, photo
 
 lmdb = pytest.importorskip("lmdb")
 
-try:
-    import nvidia.dali as dali
-except ImportError:
-    dali = None
-needs_dali = pytest.mark.skipif(dali is None, reason="nvidia.dali is not installed")
+dali = optional_dali()
+needs_dali = pytest.mark.skipif(dali is None, reason=NO_DALI)
 
 
 # --- a protobuf writer (the wire format, by hand: Datum and TensorProtos) ---

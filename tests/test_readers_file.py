@@ -13,7 +13,7 @@ from torchdali.operators import readers  # noqa: F401  (registers readers.file)
 from torchdali.operators.base import Args, RunContext
 from torchdali.operators.readers import take_from_buffer
 
-from conftest import make_reader
+from conftest import make_reader, NO_DALI, optional_dali
 
 
 def make(batch_size=3, seed=1234, **kwargs):
@@ -294,17 +294,13 @@ def test_malformed_file_list_names_file_and_line(tmp_path, line):
 
 # --- NVIDIA DALI as the oracle (optional) ---
 
-try:
-    import nvidia.dali as dali
-    from nvidia.dali import fn as dali_fn
-except ImportError:  # pragma: no cover
-    dali = None
+dali = optional_dali()
 
 
 def dali_run(kwargs, batch_size, iterations):
     @dali.pipeline_def(batch_size=batch_size, num_threads=1, device_id=None, prefetch_queue_depth=1)
     def pipe():
-        data, label = dali_fn.readers.file(name="R", **kwargs)
+        data, label = dali.fn.readers.file(name="R", **kwargs)
         return data, label
 
     p = pipe()
@@ -316,7 +312,7 @@ def dali_run(kwargs, batch_size, iterations):
     return out, p.reader_meta("R")
 
 
-@pytest.mark.skipif(dali is None, reason="nvidia.dali is not installed")
+@pytest.mark.skipif(dali is None, reason=NO_DALI)
 class TestAgainstDALI:
     def test_file_root_and_file_list(self, tree):
         (tree / "list.txt").write_text("dog/c.png 12\n\ncat/1.jpg\t3\r\nzebra/z.webp 0   \n")

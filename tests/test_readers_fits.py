@@ -13,14 +13,11 @@ from torchdali.operators.base import Args, RunContext
 from torchdali.operators.fits import BLOCK, equivalent_type, parse_cards
 from torchdali.operators.fits_tiles import _signed, rice_decode
 
-from conftest import as_numpy_batch, make_reader
+from conftest import as_numpy_batch, make_reader, NO_DALI, optional_dali
 
 
-try:
-    import nvidia.dali as dali
-except ImportError:  # pragma: no cover
-    dali = None
-needs_dali = pytest.mark.skipif(dali is None, reason="nvidia.dali is not installed")
+dali = optional_dali()
+needs_dali = pytest.mark.skipif(dali is None, reason=NO_DALI)
 
 BITPIX = {"uint8": 8, "int16": 16, "int32": 32, "int64": 64, "float32": -32, "float64": -64}
 

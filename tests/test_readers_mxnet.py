@@ -19,7 +19,7 @@ from torchdali.operators import blocks
 from torchdali.operators.base import Args, RunContext
 from torchdali.tools import rec2idx
 
-from conftest import make_reader
+from conftest import make_reader, NO_DALI, optional_dali
 
 # --- a RecordIO writer (MXNet's recordio.cc and IRHeader, in Python) ---
 
@@ -434,17 +434,13 @@ def test_malformed_records(tmp_path, raw, message):
 
 # --- NVIDIA DALI as the oracle (optional) ---
 
-try:
-    import nvidia.dali as dali
-    from nvidia.dali import fn as dali_fn
-except ImportError:  # pragma: no cover
-    dali = None
+dali = optional_dali()
 
 
 def dali_run(kwargs, batch_size, iterations):
     @dali.pipeline_def(batch_size=batch_size, num_threads=1, device_id=None, prefetch_queue_depth=1)
     def pipe():
-        return tuple(dali_fn.readers.mxnet(name="R", **kwargs))
+        return tuple(dali.fn.readers.mxnet(name="R", **kwargs))
 
     p = pipe()
     p.build()
@@ -465,7 +461,7 @@ def outcome(call):
         return "error"
 
 
-@pytest.mark.skipif(dali is None, reason="nvidia.dali is not installed")
+@pytest.mark.skipif(dali is None, reason=NO_DALI)
 class TestAgainstDALI:
     def test_arguments(self):
         import nvidia.dali.backend as dali_backend
@@ -473,7 +469,7 @@ class TestAgainstDALI:
         sch = schema.get("readers.mxnet")
         assert set(dali_backend.GetSchema("readers__MXNet").GetArgumentNames()) <= set(sch.args)
         assert {"readers.MXNet", "MXNetReader"} <= set(sch.class_names)
-        assert sch.deprecated_names == ("mxnet_reader",) and callable(dali_fn.mxnet_reader)
+        assert sch.deprecated_names == ("mxnet_reader",) and callable(dali.fn.mxnet_reader)
 
     @pytest.mark.parametrize("files", [1, 2, 3])
     @pytest.mark.parametrize("dont_use_mmap", [False, True])

@@ -17,13 +17,10 @@ from torchdali.operators import numpy_reader
 from torchdali.operators.base import Args, RunContext
 from torchdali.operators.file_io import byte_range, copy_window, parse_header
 
-from conftest import as_numpy_batch, make_reader
+from conftest import as_numpy_batch, make_reader, NO_DALI, optional_dali
 
-try:
-    import nvidia.dali as dali
-except ImportError:  # pragma: no cover
-    dali = None
-needs_dali = pytest.mark.skipif(dali is None, reason="nvidia.dali is not installed")
+dali = optional_dali()
+needs_dali = pytest.mark.skipif(dali is None, reason=NO_DALI)
 
 DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16", "float32",
           "float64"]

@@ -14,17 +14,12 @@ import torchdali
 from torchdali import types
 from torchdali.operators.base import Args, RunContext
 
-from conftest import jpeg, make_reader, photo
+from conftest import jpeg, make_reader, NO_DALI, optional_dali, photo
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # readers.sequence is, in DALI 2.4
 
-try:
-    import nvidia.dali as dali
-    import nvidia.dali.fn  # noqa: F401  (dali.fn, for read())
-except ImportError:  # pragma: no cover
-    dali = None
-
-needs_dali = pytest.mark.skipif(dali is None, reason="nvidia.dali is not installed")
+dali = optional_dali()
+needs_dali = pytest.mark.skipif(dali is None, reason=NO_DALI)
 
 
 def make_streams(root, lengths, kind="png", seed=0):

@@ -24,7 +24,7 @@ from torchdali.operators.base import Args, RunContext
 from torchdali.protowire import Malformed
 from torchdali.tools import tfrecord2idx
 
-from conftest import make_reader
+from conftest import make_reader, NO_DALI, optional_dali
 
 # --- a TFRecord writer ---
 
@@ -852,12 +852,9 @@ def test_a_file_shorter_than_its_index_fails(tmp_path, dont_use_mmap):
 
 # --- NVIDIA DALI as the oracle (optional) ---
 
-try:
-    import nvidia.dali as dali
+dali = optional_dali()
+if dali is not None:
     import nvidia.dali.tfrecord as dali_tfrec
-    from nvidia.dali import fn as dali_fn
-except ImportError:  # pragma: no cover
-    dali = None
 
 
 def dali_features(features):
@@ -873,7 +870,7 @@ def dali_run(kwargs, batch_size, iterations):
 
     @dali.pipeline_def(batch_size=batch_size, num_threads=1, device_id=None, prefetch_queue_depth=1)
     def pipe():
-        out = dali_fn.readers.tfrecord(name="R", features=features, **kwargs)
+        out = dali.fn.readers.tfrecord(name="R", features=features, **kwargs)
         assert list(out) == list(features)
         return tuple(out.values())
 
@@ -894,7 +891,7 @@ def dali_tool():
     return [sys.executable, script] if script else None
 
 
-@pytest.mark.skipif(dali is None, reason="nvidia.dali is not installed")
+@pytest.mark.skipif(dali is None, reason=NO_DALI)
 class TestAgainstDALI:
     def test_namespace_and_arguments(self):
         import nvidia.dali.backend as dali_backend
